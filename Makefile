@@ -1,0 +1,37 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Each creates .venv if missing and installs the pinned dependency set
+# (requirements/constraints.txt; torch 2.13.0 CPU) before running.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip
+CONSTRAINTS := requirements/constraints.txt
+export DVC_NO_ANALYTICS := 1
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test lint typecheck bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m dlm_git.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check dlm_git tests benchmarks scripts
+	$(BIN)/ruff format --check dlm_git tests benchmarks scripts
+
+typecheck: $(STAMP)
+	$(BIN)/mypy dlm_git
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from dlm_git.cli import entry
+
+entry()

@@ -1,0 +1,175 @@
+"""Resolve a base spec to a directory on this machine, and compute the base's identity.
+
+Invariants:
+- Nothing here touches the network: `hf:` bases come from the local Hugging Face cache
+  (`HF_HUB_CACHE`, `HF_HOME/hub`, or `~/.cache/huggingface/hub`) only.
+- A base's identity is (revision, tensor root of its safetensors weights, tokenizer
+  sha256). The tensor root covers every tensor of every `*.safetensors` file; weights in
+  pickle formats are refused, never loaded.
+- `locate_base` never builds or loads anything (cheap, used by `show`);
+  `resolve_base` builds the tiny base if needed and hashes the weights.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
+from dlm_git.base.spec import BaseSpec, parse_base_spec
+from dlm_git.base.tiny import SPEC_FILE, ensure_tiny_base, tiny_dir, tiny_spec_hash
+from dlm_git.hashing import (
+    canonical_json_sha256,
+    digest_safetensors,
+    sha256_file,
+    tensor_root,
+)
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+
+
+@dataclass(frozen=True)
+class BaseIdentity:
+    revision: str | None
+    tensor_root: str
+    tokenizer_sha256: str
+    weight_files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LocatedBase:
+    spec: BaseSpec
+    path: Path | None
+    """Where the weights are (or would be built, for builtin); None if unknown."""
+    available: bool
+    revision: str | None
+    note: str
+
+
+@dataclass(frozen=True)
+class ResolvedBase:
+    spec: BaseSpec
+    path: Path
+    identity: BaseIdentity
+
+
+def hf_cache_root() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def _hf_repo_dir(repo_id: str) -> Path:
+    return hf_cache_root() / ("models--" + repo_id.replace("/", "--"))
+
+
+def locate_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> LocatedBase:
+    spec = parse_base_spec(value)
+    if spec.kind == "builtin":
+        path = tiny_dir()
+        built = (path / SPEC_FILE).is_file()
+        note = "built" if built else "built on first use (deterministic, ~10 s)"
+        return LocatedBase(spec, path, True, f"tiny-{tiny_spec_hash()}", note)
+    if spec.kind == "hf":
+        repo_dir = _hf_repo_dir(spec.name)
+        revision = spec.revision
+        if revision is None:
+            ref = repo_dir / "refs" / "main"
+            revision = ref.read_text("utf-8").strip() if ref.is_file() else None
+        if revision is None:
+            return LocatedBase(
+                spec, None, False, None, f"not in the local Hugging Face cache ({repo_dir})"
+            )
+        snap = repo_dir / "snapshots" / revision
+        if snap.is_dir():
+            return LocatedBase(spec, snap, True, revision, "in the local Hugging Face cache")
+        return LocatedBase(
+            spec, snap, False, revision, f"revision {revision} not in the local cache ({snap})"
+        )
+    candidates = [doc_dir / spec.name]
+    if repo_root is not None:
+        candidates.append(repo_root / spec.name)
+    for cand in candidates:
+        if cand.is_dir():
+            return LocatedBase(spec, cand, True, None, "local directory")
+    return LocatedBase(spec, candidates[0], False, None, "local directory does not exist")
+
+
+def resolve_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> ResolvedBase:
+    located = locate_base(value, doc_dir, repo_root)
+    spec = located.spec
+    if spec.kind == "builtin":
+        path = ensure_tiny_base()
+    elif not located.available or located.path is None:
+        raise BaseNotAvailableError("base_model", _missing_message(located), _fetch_hint(located))
+    else:
+        path = located.path
+    return ResolvedBase(spec, path, base_identity(path, located.revision))
+
+
+def _missing_message(located: LocatedBase) -> str:
+    return f"base '{located.spec.raw}' is not available: {located.note}"
+
+
+def _fetch_hint(located: LocatedBase) -> str:
+    spec = located.spec
+    if spec.kind == "hf":
+        rev = located.revision or "<revision>"
+        return (
+            f"on a machine with network run `hf download {spec.name} --revision {rev}` "
+            "and copy the cache here, or point base_model at a local directory"
+        )
+    return "fix the path (relative to the document's directory or the repository root)"
+
+
+def weight_files(path: Path) -> list[Path]:
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        pickles = sorted(p.name for p in path.glob("*.bin")) + sorted(
+            p.name for p in path.glob("*.pt")
+        )
+        what = f" (found {', '.join(pickles)})" if pickles else ""
+        raise BaseModelError(
+            str(path),
+            f"no *.safetensors weights{what}",
+            "dlm-git never loads pickle weights; convert the base to safetensors",
+        )
+    return files
+
+
+def tokenizer_sha256(path: Path) -> str:
+    """sha256 over the tokenizer's serialized state: every tokenizer file, by name."""
+    present = {name: sha256_file(path / name) for name in TOKENIZER_FILES if (path / name).is_file()}
+    if not present:
+        raise BaseModelError(str(path), "no tokenizer files (tokenizer.json, ...)")
+    return canonical_json_sha256(present)
+
+
+def base_identity(path: Path, revision: str | None) -> BaseIdentity:
+    files = weight_files(path)
+    digests = []
+    for f in files:
+        digests.extend(digest_safetensors(f).tensors)
+    try:
+        root = tensor_root(digests)
+    except ValueError as exc:
+        raise BaseModelError(str(path), f"weights are inconsistent: {exc}") from None
+    return BaseIdentity(
+        revision=revision,
+        tensor_root=root,
+        tokenizer_sha256=tokenizer_sha256(path),
+        weight_files=tuple(f.name for f in files),
+    )

@@ -1,0 +1,185 @@
+"""The built-in tiny base (`builtin:tiny`): a byte-level BPE tokenizer and a small Llama.
+
+Invariant: building it twice, in any process, on any machine with the same pinned library
+versions, gives byte-identical files. Everything that goes into it (corpus text shipped in
+the package, tokenizer and model hyperparameters, init seed, library versions) is part of
+`tiny_spec()`, whose hash names the cache directory; nothing else (time, paths, thread
+count, hash seed) can reach the bytes. Built into a temp directory and renamed into place,
+so a reader never sees a half-built base.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dlm_git.fsutil import DIR_MODE, atomic_write_bytes, fsync_dir
+from dlm_git.hashing import canonical_json, canonical_json_sha256, sha256_bytes
+
+TINY_SPEC_VERSION = 1
+SPEC_FILE = "dlm_git_base.json"
+EOS = "<|endoftext|>"
+PAD = "<|pad|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+SPECIAL_TOKENS = (EOS, PAD, IM_START, IM_END)
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+MODEL_CONFIG: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": True,
+    "hidden_act": "silu",
+    "initializer_range": 0.02,
+}
+TOKENIZER_CONFIG: dict[str, Any] = {"vocab_size": 512, "min_frequency": 2}
+INIT_SEED = 20241121
+
+
+def corpus_text() -> str:
+    return resources.files("dlm_git.base").joinpath("data/tiny_corpus.txt").read_text("utf-8")
+
+
+def tiny_spec() -> dict[str, Any]:
+    """Everything that determines the tiny base's bytes."""
+    import tokenizers
+    import torch
+    import transformers
+
+    return {
+        "name": "builtin:tiny",
+        "spec_version": TINY_SPEC_VERSION,
+        "corpus_sha256": sha256_bytes(corpus_text().encode("utf-8")),
+        "tokenizer": {**TOKENIZER_CONFIG, "special_tokens": list(SPECIAL_TOKENS)},
+        "chat_template": CHAT_TEMPLATE,
+        "model": {"architecture": "LlamaForCausalLM", **MODEL_CONFIG},
+        "init_seed": INIT_SEED,
+        "versions": {
+            "tokenizers": tokenizers.__version__,
+            "torch": torch.__version__.split("+")[0],
+            "transformers": transformers.__version__,
+        },
+    }
+
+
+def tiny_spec_hash() -> str:
+    return canonical_json_sha256(tiny_spec())[:16]
+
+
+def default_base_cache() -> Path:
+    env = os.environ.get("DLM_GIT_BASE_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(xdg) if xdg else Path.home() / ".cache"
+    return root / "dlm-git" / "bases"
+
+
+def tiny_dir(cache_root: Path | None = None) -> Path:
+    return (cache_root or default_base_cache()) / f"tiny-{tiny_spec_hash()}"
+
+
+def ensure_tiny_base(cache_root: Path | None = None) -> Path:
+    """The tiny base's directory, building it first if it is not there yet."""
+    from filelock import FileLock
+
+    dest = tiny_dir(cache_root)
+    if (dest / SPEC_FILE).is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(dest) + ".lock"):
+        if not (dest / SPEC_FILE).is_file():
+            build_tiny_base(dest)
+    return dest
+
+
+def build_tiny_base(dest: Path) -> Path:
+    """Build the tiny base into `dest` (replaced atomically if it exists)."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        _write_tokenizer(tmp)
+        _write_model(tmp)
+        atomic_write_bytes(tmp / SPEC_FILE, canonical_json(tiny_spec()))
+        os.chmod(tmp, DIR_MODE)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+        fsync_dir(dest.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _train_tokenizer() -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=TOKENIZER_CONFIG["vocab_size"],
+        min_frequency=TOKENIZER_CONFIG["min_frequency"],
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    lines = [line for line in corpus_text().split("\n") if line.strip()]
+    tokenizer.train_from_iterator(lines, trainer=trainer)
+    return tokenizer
+
+
+def _write_tokenizer(directory: Path) -> None:
+    tokenizer = _train_tokenizer()
+    atomic_write_bytes(directory / "tokenizer.json", tokenizer.to_str().encode("utf-8"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": EOS,
+        "pad_token": PAD,
+        "bos_token": None,
+        "unk_token": None,
+        "model_max_length": MODEL_CONFIG["max_position_embeddings"],
+        "chat_template": CHAT_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+    }
+    atomic_write_bytes(directory / "tokenizer_config.json", canonical_json(config))
+
+
+def _write_model(directory: Path) -> None:
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+    tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    config = LlamaConfig(
+        vocab_size=tok.get_vocab_size(),
+        eos_token_id=tok.token_to_id(EOS),
+        pad_token_id=tok.token_to_id(PAD),
+        bos_token_id=None,
+        **MODEL_CONFIG,
+    )
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(INIT_SEED)
+        model = LlamaForCausalLM(config)
+    finally:
+        torch.random.set_rng_state(state)
+    model.save_pretrained(str(directory), safe_serialization=True)

@@ -1,0 +1,68 @@
+"""The `dlm-git` (and `git dlm`) command line.
+
+Invariant: user errors (`DlmGitError`) print one line `subject: message (hint: ...)` to
+stderr and exit with the error's code (1 for failed checks, 2 for misuse); CLI misuse
+caught by the parser exits 2; only bugs show a traceback. Each command lives in its own
+module under `dlm_git/commands/` and imports heavy libraries only inside its body.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from dlm_git import __version__
+from dlm_git.commands import show as show_cmd
+from dlm_git.errors import DlmGitError
+from dlm_git.output import error_line
+
+app = typer.Typer(
+    name="dlm-git",
+    help="Git-native data-and-model versioning for .dlm documents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"dlm-git {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Git-native data-and-model versioning for .dlm documents."""
+
+
+app.command("show")(show_cmd.show)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        app(args=argv, prog_name="dlm-git", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except DlmGitError as exc:
+        error_line(exc.one_line())
+        return exc.exit_code
+    except KeyboardInterrupt:
+        error_line("dlm-git: interrupted")
+        return 130
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

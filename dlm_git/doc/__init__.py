@@ -1,0 +1,1 @@
+"""The `.dlm` document model: frontmatter schema, body sections, expanded sources."""

@@ -1,0 +1,35 @@
+"""Load a document with everything derived from it: parsed body, expanded sources, layout.
+
+`LoadedDocument.rows` is the ordered list of sections training sees: the document's own
+sections in file order, then source files in sorted relpath order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlm_git.doc.parser import Document, parse_document
+from dlm_git.doc.sections import Section
+from dlm_git.doc.sources import ExpandedSources, expand_sources
+from dlm_git.layout import DocLayout, find_document, repo_root_of
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    doc: Document
+    sources: ExpandedSources
+    layout: DocLayout
+    repo_root: Path
+
+    @property
+    def rows(self) -> tuple[Section, ...]:
+        return self.doc.sections + self.sources.sections()
+
+
+def load_document(target: Path) -> LoadedDocument:
+    path = find_document(Path(target))
+    doc = parse_document(path)
+    root = repo_root_of(path)
+    sources = expand_sources(doc, root)
+    return LoadedDocument(doc=doc, sources=sources, layout=DocLayout(path), repo_root=root)

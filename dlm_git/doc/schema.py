@@ -1,0 +1,102 @@
+"""Frontmatter schema of a `.dlm` document (pydantic v2, frozen, `extra="forbid"`).
+
+Invariants:
+- Unknown keys are errors (the CLI names the key and its line).
+- Defaults here are part of the determinism contract: the *effective* training config
+  (defaults filled in) is what the manifest digests, so changing a default changes the
+  config digest of every document that relies on it.
+- Documents written for the original `dlm` tool (`dlm_version` 1..15, `export:` block,
+  `sources_policy: permissive`, registry base keys) validate unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dlm_git.doc.ulid import is_ulid
+
+MAX_DLM_VERSION = 15
+GiB = 1024**3
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+
+class SourceSpec(Frozen):
+    """One `training.sources` directive: a file or directory pulled into training."""
+
+    path: str
+    include: tuple[str, ...] = ("**/*",)
+    exclude: tuple[str, ...] = ()
+    max_bytes_per_file: Annotated[int, Field(gt=0)] = 1_000_000
+    max_files: Annotated[int, Field(gt=0)] = 10_000
+
+    @field_validator("path")
+    @classmethod
+    def _path_not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("path must not be empty")
+        return value
+
+
+class CacheConfig(Frozen):
+    enabled: bool = True
+    max_bytes: Annotated[int, Field(gt=0)] = 10 * GiB
+    prune_older_than_days: Annotated[int, Field(gt=0)] = 90
+
+
+class TrainingConfig(Frozen):
+    adapter: Literal["lora"] = "lora"
+    lora_r: Annotated[int, Field(ge=1, le=1024)] = 8
+    lora_alpha: Annotated[float, Field(gt=0)] = 16
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.05
+    target_modules: Literal["auto"] | tuple[str, ...] = "auto"
+    sequence_len: Annotated[int, Field(ge=16, le=131072)] = 256
+    micro_batch_size: Annotated[int, Field(ge=1)] = 4
+    grad_accum: Annotated[int, Field(ge=1)] = 1
+    learning_rate: Annotated[float, Field(gt=0)] = 2e-4
+    num_epochs: Annotated[int, Field(ge=1)] = 1
+    max_steps: Annotated[int, Field(ge=1)] | None = None
+    seed: Annotated[int, Field(ge=0, lt=2**32)] = 42
+    lr_scheduler: Literal["linear", "cosine", "constant"] = "linear"
+    warmup_ratio: Annotated[float, Field(ge=0, le=1)] = 0.1
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    sources: tuple[SourceSpec, ...] = ()
+    sources_policy: Literal["strict", "permissive"] = "strict"
+    cache: CacheConfig = CacheConfig()
+
+    @field_validator("target_modules")
+    @classmethod
+    def _targets_not_empty(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        if isinstance(value, tuple) and not value:
+            raise ValueError("target_modules must be 'auto' or a non-empty list")
+        return value
+
+
+class ExportConfig(Frozen):
+    """Kept and shown for compatibility with the original `dlm`; dlm-git does not export."""
+
+    default_quant: str | None = None
+    default_temperature: float | None = None
+    default_top_p: float | None = None
+
+
+class Frontmatter(Frozen):
+    dlm_id: str
+    dlm_version: Annotated[int, Field(ge=1, le=MAX_DLM_VERSION)] = 1
+    base_model: str = "builtin:tiny"
+    system_prompt: str | None = None
+    training: TrainingConfig = TrainingConfig()
+    export: ExportConfig | None = None
+
+    @field_validator("dlm_id")
+    @classmethod
+    def _ulid(cls, value: str) -> str:
+        if not is_ulid(value):
+            raise ValueError(
+                "dlm_id must be a 26-character Crockford ULID (e.g. 01JD3Z8X9Q4W5E6R7T8Y9V0A1K)"
+            )
+        return value.upper()
