@@ -14,6 +14,7 @@ import typer
 
 from dlm_git import __version__
 from dlm_git.commands import show as show_cmd
+from dlm_git.commands import train as train_cmd
 from dlm_git.errors import DlmGitError
 from dlm_git.output import error_line
 
@@ -43,6 +44,7 @@ def root(
 
 
 app.command("show")(show_cmd.show)
+app.command("train")(train_cmd.train)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -278,6 +278,15 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _is_unicode(text: str) -> bool:
+    """False for strings JSON escapes can produce but UTF-8 cannot encode (lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -331,9 +340,14 @@ def _validate_header(
                 continue
             if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
                 raise fail("__metadata__ must be an object mapping strings to strings")
+            for text in (*entry.keys(), *entry.values()):
+                if not _is_unicode(text):
+                    raise fail(f"__metadata__ string {text!r} is not valid Unicode")
             metadata = dict(entry)
             continue
         where = f"tensor {name!r}"
+        if not _is_unicode(name):
+            raise fail(f"{where}: name is not valid Unicode (lone surrogate escape)")
         if not isinstance(entry, dict):
             raise fail(f"{where}: entry is a {type(entry).__name__}, not an object")
         for key in ("dtype", "shape", "data_offsets"):
@@ -346,8 +360,10 @@ def _validate_header(
             raise fail(f"{where}: dtype must be a string, got {dtype!r}")
         if dtype not in DTYPE_ITEMSIZE:
             raise fail(f"{where}: unknown dtype {dtype!r}")
-        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-            raise fail(f"{where}: shape must be a list of non-negative integers, got {shape!r}")
+        if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d < 1 << 64 for d in shape):
+            raise fail(
+                f"{where}: shape must be a list of non-negative 64-bit integers, got {shape!r}"
+            )
         if (
             not isinstance(offsets, list)
             or len(offsets) != 2

@@ -101,7 +101,9 @@ def find_document(target: Path) -> Path:
         if len(found) != 1:
             what = "no .dlm file" if not found else f"{len(found)} .dlm files"
             raise DlmGitError(
-                str(target), f"directory holds {what}", "a document directory holds exactly one .dlm"
+                str(target),
+                f"directory holds {what}",
+                "a document directory holds exactly one .dlm",
             )
         return found[0]
     if not target.exists():

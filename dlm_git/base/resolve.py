@@ -152,7 +152,9 @@ def weight_files(path: Path) -> list[Path]:
 
 def tokenizer_sha256(path: Path) -> str:
     """sha256 over the tokenizer's serialized state: every tokenizer file, by name."""
-    present = {name: sha256_file(path / name) for name in TOKENIZER_FILES if (path / name).is_file()}
+    present = {
+        name: sha256_file(path / name) for name in TOKENIZER_FILES if (path / name).is_file()
+    }
     if not present:
         raise BaseModelError(str(path), "no tokenizer files (tokenizer.json, ...)")
     return canonical_json_sha256(present)

@@ -103,6 +103,8 @@ def _print_human(report: dict[str, Any]) -> None:
         where = s["source_path"] or f"line {s['line']}"
         out.print(f"  {s['id']}  {s['type']:<14} {where:<28} {s['first_line'][:60]}", markup=False)
     for d in report["sources"]["directives"]:
-        out.print(f"  sources[{d['index']}] {d['path']}: {d['taken']} taken, {d['skipped']} skipped")
+        out.print(
+            f"  sources[{d['index']}] {d['path']}: {d['taken']} taken, {d['skipped']} skipped"
+        )
     for s in report["sources"]["skipped"]:
         out.print(f"    skipped {s['relpath']}: {s['reason']}", markup=False)

@@ -35,7 +35,9 @@ FENCE_RE = re.compile(r"^::(?P<body>[^:\s]*)::\s*$")
 FENCE_BODY_RE = re.compile(r"^(?P<kind>[a-z_]+)(?:#(?P<adapter>[A-Za-z0-9_.-]+))?$")
 CODE_OPEN_RE = re.compile(r"^ {0,3}(?P<marker>`{3,}|~{3,})")
 KNOWN_FENCES: tuple[SectionKind, ...] = ("prose", "instruction", "preference")
-FENCE_HINT = "known fences: ::instruction::, ::preference::, ::prose:: (optionally ::kind#adapter::)"
+FENCE_HINT = (
+    "known fences: ::instruction::, ::preference::, ::prose:: (optionally ::kind#adapter::)"
+)
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,11 @@ def decode_utf8(data: bytes, path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        before = data[: exc.start]
-        line = before.count(b"\n") + 1
-        col = exc.start - (before.rfind(b"\n") + 1) + 1
+        # count lines and columns the way the parser sees the text (BOM dropped, CRLF and
+        # lone CR as one line break, columns in characters); the prefix is valid UTF-8
+        before = normalize_text(data[: exc.start].decode("utf-8"))
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
         raise DocError(
             path,
             f"invalid UTF-8 (byte 0x{data[exc.start]:02x})",
@@ -106,9 +110,7 @@ def parse_bytes(raw: bytes, path: Path) -> Document:
         )
     close = next((i for i in range(1, len(lines)) if lines[i] == "---"), None)
     if close is None:
-        raise FrontmatterError(
-            path, "frontmatter is not closed by a '---' line", line=1, col=1
-        )
+        raise FrontmatterError(path, "frontmatter is not closed by a '---' line", line=1, col=1)
     fm_text = "\n".join(lines[1:close]) + "\n"
     frontmatter = parse_frontmatter(fm_text, path)
     body = [(close + 2 + i, line) for i, line in enumerate(lines[close + 1 :])]
@@ -164,7 +166,8 @@ def _schema_error(exc: ValidationError, fm_text: str, path: Path, data: Any) -> 
         hint = None
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    line = key_line(fm_text, loc)
+    # a missing top-level key has no line of its own: point at the frontmatter's start
+    line = key_line(fm_text, loc) or 1
     return FrontmatterError(path, message, line=line, col=None, hint=hint)
 
 
@@ -256,7 +259,10 @@ def parse_body(body: list[tuple[int, str]], path: Path) -> list[Section]:
         fm = FENCE_BODY_RE.match(m.group("body"))
         if fm is None or fm.group("kind") not in KNOWN_FENCES:
             raise BodyError(
-                path, f"unknown section fence '{line.text.strip()}'", line=line.number, col=1,
+                path,
+                f"unknown section fence '{line.text.strip()}'",
+                line=line.number,
+                col=1,
                 hint=FENCE_HINT,
             )
         kind = fm.group("kind")  # type: ignore[assignment]
@@ -274,9 +280,7 @@ def _flush(
         text, first = _trim(block)
         return [prose_section(text, first, adapter)] if text else []
     if kind == "instruction":
-        return _parse_headed(
-            block, path, fence_line, "instruction", ("### Q", "### A"), adapter
-        )
+        return _parse_headed(block, path, fence_line, "instruction", ("### Q", "### A"), adapter)
     return _parse_headed(
         block, path, fence_line, "preference", ("### Prompt", "### Chosen", "### Rejected"), adapter
     )
@@ -302,7 +306,10 @@ def _parse_headed(
             text, _ = _trim(part)
             if not text:
                 raise BodyError(
-                    path, f"empty '{header}' in ::{kind}:: section", line=header_line, col=1,
+                    path,
+                    f"empty '{header}' in ::{kind}:: section",
+                    line=header_line,
+                    col=1,
                     hint=f"write the text below '{header}' or remove the group",
                 )
             texts.append(text)
@@ -323,8 +330,11 @@ def _parse_headed(
             if index != expected:
                 want = headers[expected % len(headers)]
                 raise BodyError(
-                    path, f"'{header}' where '{want}' was expected in ::{kind}:: section",
-                    line=line.number, col=1, hint=f"each group is {' / '.join(headers)} in order",
+                    path,
+                    f"'{header}' where '{want}' was expected in ::{kind}:: section",
+                    line=line.number,
+                    col=1,
+                    hint=f"each group is {' / '.join(headers)} in order",
                 )
             parts.append([])
             header_lines.append(line.number)
@@ -333,21 +343,28 @@ def _parse_headed(
         if not parts:
             if line.text.strip():
                 raise BodyError(
-                    path, f"text before the first '{headers[0]}' in ::{kind}:: section",
-                    line=line.number, col=1,
+                    path,
+                    f"text before the first '{headers[0]}' in ::{kind}:: section",
+                    line=line.number,
+                    col=1,
                     hint=f"start the section with '{headers[0]}' or move the text above the fence",
                 )
             continue
         parts[-1].append(line)
     if not parts:
         raise BodyError(
-            path, f"::{kind}:: section has no '{headers[0]}' group", line=fence_line, col=1,
+            path,
+            f"::{kind}:: section has no '{headers[0]}' group",
+            line=fence_line,
+            col=1,
             hint=f"add {' / '.join(headers)}",
         )
     if expected != len(headers):
         raise BodyError(
-            path, f"'{headers[expected - 1]}' has no following '{headers[expected]}'",
-            line=header_lines[-1], col=1,
+            path,
+            f"'{headers[expected - 1]}' has no following '{headers[expected]}'",
+            line=header_lines[-1],
+            col=1,
         )
     finish()
     return sections

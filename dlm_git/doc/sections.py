@@ -57,9 +57,7 @@ def prose_section(text: str, line: int | None, adapter: str | None = None) -> Se
 
 
 def source_section(relpath: str, text: str) -> Section:
-    return Section(
-        kind="prose", content=f"# source: {relpath}\n\n{text}", source_path=relpath
-    )
+    return Section(kind="prose", content=f"# source: {relpath}\n\n{text}", source_path=relpath)
 
 
 def instruction_section(question: str, answer: str, line: int, adapter: str | None) -> Section:

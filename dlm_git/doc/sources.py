@@ -112,7 +112,9 @@ def expand_sources(doc: Document, repo_root: Path | None = None) -> ExpandedSour
         kept = []
         for f in taken:
             if f.relpath in seen:
-                skips.append(SkippedFile(f.relpath, f"already included by sources[{seen[f.relpath]}]"))
+                skips.append(
+                    SkippedFile(f.relpath, f"already included by sources[{seen[f.relpath]}]")
+                )
                 continue
             seen[f.relpath] = index
             kept.append(f)
@@ -211,9 +213,7 @@ def _expand_one(
         except UnicodeDecodeError:
             skipped.append(SkippedFile(relpath, "invalid UTF-8"))
             continue
-        files.append(
-            SourceFile(relpath, full, len(data), sha256_bytes(data), normalize_text(text))
-        )
+        files.append(SourceFile(relpath, full, len(data), sha256_bytes(data), normalize_text(text)))
     return files, skipped
 
 

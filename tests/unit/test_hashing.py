@@ -739,6 +739,23 @@ MALFORMED: list[tuple[str, bytes, str]] = [
     ),
     ("bytes but no tensors", build_safetensors(b"{}", b"zz"), "trailing bytes"),
     (
+        "dim beyond u64",
+        build_safetensors({"a": _entry("U8", [2**64, 0], [0, 0])}),
+        "64-bit integers",
+    ),
+    (
+        "lone surrogate name",
+        build_safetensors(
+            b'{"a\\ud800": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}', b"x"
+        ),
+        "not valid Unicode",
+    ),
+    (
+        "lone surrogate metadata",
+        build_safetensors(b'{"__metadata__": {"k": "\\udfff"}}'),
+        "not valid Unicode",
+    ),
+    (
         "metadata not str",
         build_safetensors({"__metadata__": {"epochs": 3}}),
         "__metadata__ must be",

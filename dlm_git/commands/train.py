@@ -1,0 +1,96 @@
+"""`dlm-git train DOC [--strict-lock | --update-lock | --ignore-lock] [--no-cache]`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dlm_git.errors import UsageError
+from dlm_git.output import emit_json
+
+
+def train(
+    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
+    strict_lock: bool = typer.Option(
+        False, "--strict-lock", help="Treat lock WARN drift as ERROR."
+    ),
+    update_lock: bool = typer.Option(
+        False, "--update-lock", help="Skip validation; accept drift and record `supersedes`."
+    ),
+    ignore_lock: bool = typer.Option(False, "--ignore-lock", help="Skip validation; don't write."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the tokenized-section cache."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    threads: int = typer.Option(
+        0, "--threads", help="CPU threads (default: DLM_GIT_THREADS or 2)."
+    ),
+    accept_license: bool = typer.Option(
+        False, "--accept-license", help="Accept the base model's license (recorded in the lock)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+) -> None:
+    """Train the document's LoRA adapter deterministically; write dlm.lock and manifest.json."""
+    from dlm_git.train.run import TrainOptions, run_train
+
+    modes = [
+        m
+        for m, on in (("strict", strict_lock), ("update", update_lock), ("ignore", ignore_lock))
+        if on
+    ]
+    if len(modes) > 1:
+        raise UsageError(
+            "train", "--strict-lock, --update-lock and --ignore-lock are mutually exclusive"
+        )
+    if device not in ("auto", "cpu", "cuda", "mps") and not device.startswith("cuda:"):
+        raise UsageError("train", f"unknown --device '{device}'", "use auto, cpu, cuda or mps")
+    if threads < 0:
+        raise UsageError("train", "--threads must be positive")
+    options = TrainOptions(
+        lock_mode=modes[0] if modes else "default",  # type: ignore[arg-type]
+        use_cache=not no_cache,
+        device=device,
+        threads=threads or None,
+        accept_license=accept_license,
+        quiet=quiet or as_json,
+    )
+    outcome = run_train(doc, options)
+    m = outcome.manifest
+    if as_json:
+        emit_json(
+            {
+                "doc": str(outcome.doc_path),
+                "adapter_sha256": outcome.adapter_sha256,
+                "tensor_root": outcome.tensor_root,
+                "determinism_class": outcome.lock.determinism_class,
+                "hardware_tier": outcome.lock.hardware_tier,
+                "steps": m.training.steps,
+                "final_loss_hex": m.training.final_loss_hex,
+                "lock_written": outcome.lock_written,
+                "lock_sha256": m.lock_sha256,
+                "warnings": [f.describe() for f in outcome.warnings],
+                "run": outcome.run_record,
+            }
+        )
+        return
+    typer.echo(
+        f"{outcome.doc_path}: trained {m.training.steps} steps, {m.training.tokens_trained} tokens"
+    )
+    typer.echo(f"  adapter sha256   {outcome.adapter_sha256}")
+    typer.echo(f"  tensor root      {outcome.tensor_root}")
+    typer.echo(
+        f"  determinism      {outcome.lock.determinism_class} on {outcome.lock.hardware_tier}"
+        f" (threads={outcome.lock.determinism_flags.get('threads')})"
+    )
+    typer.echo(
+        f"  final loss       {float.fromhex(m.training.final_loss_hex):.6f} ({m.training.final_loss_hex})"
+    )
+    if m.training.skipped_preference_sections:
+        typer.echo(
+            f"  note             {m.training.skipped_preference_sections} preference section(s) "
+            "not trained on (SFT only)"
+        )
+    if not outcome.lock_written:
+        typer.echo("  lock             not written (--ignore-lock)")
+    run = outcome.run_record
+    typer.echo(f"  wall             {run['wall_seconds']} s ({run['tokens_per_second']} tok/s)")

@@ -1,0 +1,111 @@
+"""The lock drift policy: one table, used by `train` and by the git hooks.
+
+Invariant: this is the only implementation of the ERROR/WARN/ALLOW table. It works on the
+lock's plain JSON form (dicts), so the pre-commit hook can use it without importing
+pydantic, torch or anything heavy.
+
+| field                                               | severity                          |
+|-----------------------------------------------------|-----------------------------------|
+| dlm_sha256                                          | ALLOW (editing the doc is normal) |
+| dlm_id, base_model, base_model_revision,            | ERROR                             |
+|   base_model_sha256, lock_version                   |                                   |
+| pinned_versions.torch                               | ERROR on major, else WARN         |
+| other pinned_versions (transformers, peft, ...)     | WARN                              |
+| hardware_tier, determinism_class, determinism_flags,| WARN                              |
+|   seed, cuda_version, rocm_version,                 |                                   |
+|   license_acceptance                                |                                   |
+| supersedes                                          | not compared                      |
+
+Strict mode turns every WARN into ERROR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Severity = Literal["ALLOW", "WARN", "ERROR"]
+
+ERROR_FIELDS = ("lock_version", "dlm_id", "base_model", "base_model_revision", "base_model_sha256")
+WARN_FIELDS = (
+    "hardware_tier",
+    "determinism_class",
+    "determinism_flags",
+    "seed",
+    "cuda_version",
+    "rocm_version",
+    "license_acceptance",
+)
+ALLOW_FIELDS = ("dlm_sha256",)
+NOT_COMPARED = ("supersedes",)
+
+
+@dataclass(frozen=True)
+class Finding:
+    field: str
+    severity: Severity
+    old: Any
+    new: Any
+
+    def describe(self) -> str:
+        return f"{self.field} changed: {_short(self.old)} -> {_short(self.new)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _major(version: str | None) -> str | None:
+    if version is None:
+        return None
+    return version.split("+")[0].split(".")[0]
+
+
+def classify(prior: Mapping[str, Any], current: Mapping[str, Any]) -> list[Finding]:
+    """Every difference between two locks, with its severity (unknown fields: ERROR)."""
+    findings: list[Finding] = []
+    keys = sorted(set(prior) | set(current))
+    for key in keys:
+        if key in NOT_COMPARED:
+            continue
+        old, new = prior.get(key), current.get(key)
+        if key == "pinned_versions":
+            findings.extend(_classify_versions(old or {}, new or {}))
+            continue
+        if old == new:
+            continue
+        if key in ALLOW_FIELDS:
+            severity: Severity = "ALLOW"
+        elif key in WARN_FIELDS:
+            severity = "WARN"
+        else:
+            severity = "ERROR"
+        findings.append(Finding(key, severity, old, new))
+    return findings
+
+
+def _classify_versions(old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
+    findings = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a == b:
+            continue
+        severity: Severity = "WARN"
+        if name == "torch" and _major(a) != _major(b):
+            severity = "ERROR"
+        findings.append(Finding(f"pinned_versions.{name}", severity, a, b))
+    return findings
+
+
+def apply_strict(findings: list[Finding], strict: bool) -> list[Finding]:
+    if not strict:
+        return findings
+    return [
+        Finding(f.field, "ERROR", f.old, f.new) if f.severity == "WARN" else f for f in findings
+    ]
+
+
+def by_severity(findings: list[Finding], severity: Severity) -> list[Finding]:
+    return [f for f in findings if f.severity == severity]

@@ -1,0 +1,1 @@
+"""`manifest.json`: inputs bound to outputs by hash."""

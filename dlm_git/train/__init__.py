@@ -1,0 +1,1 @@
+"""Deterministic LoRA training: rows, tokenization, the loop, and writing outputs."""

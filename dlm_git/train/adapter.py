@@ -1,0 +1,79 @@
+"""Write a trained LoRA adapter so that its bytes depend only on the training result.
+
+Invariants:
+- `adapter/` holds exactly `adapter_model.safetensors` and `adapter_config.json`
+  (peft's model card README is dropped: it is not needed to load the adapter).
+- `adapter_config.json` is canonical JSON: lists that peft writes in set order
+  (`target_modules`, ...) are sorted, and `base_model_name_or_path` is the document's
+  base spec (never an absolute path).
+- The new adapter replaces the old one by rename; a failure before that leaves the old
+  adapter untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dlm_git.fsutil import DIR_MODE, FILE_MODE, atomic_write_bytes, fsync_dir
+from dlm_git.hashing import canonical_json
+from dlm_git.manifest.records import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+
+SORTED_LIST_KEYS = ("target_modules", "modules_to_save", "layers_to_transform")
+
+
+def canonical_adapter_config(config: dict[str, Any], base_spec: str) -> dict[str, Any]:
+    out = dict(config)
+    for key in SORTED_LIST_KEYS:
+        if isinstance(out.get(key), list):
+            out[key] = sorted(out[key])
+    out["base_model_name_or_path"] = base_spec
+    if "revision" in out:
+        out["revision"] = None
+    return out
+
+
+def save_adapter(model: Any, staging: Path, base_spec: str) -> None:
+    """Save a peft model's adapter into `staging` in canonical form."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        model.save_pretrained(str(staging), safe_serialization=True)
+    for path in staging.iterdir():
+        if path.name not in (ADAPTER_WEIGHTS, ADAPTER_CONFIG):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    os.chmod(staging / ADAPTER_WEIGHTS, FILE_MODE)
+    config = json.loads((staging / ADAPTER_CONFIG).read_text("utf-8"))
+    atomic_write_bytes(
+        staging / ADAPTER_CONFIG, canonical_json(canonical_adapter_config(config, base_spec))
+    )
+
+
+def staging_dir(dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{dest.name}.new.", dir=dest.parent))
+
+
+def install_dir(staging: Path, dest: Path) -> None:
+    """Replace `dest` with `staging` (rename dance; the old copy is removed last)."""
+    os.chmod(staging, DIR_MODE)
+    old = None
+    if dest.exists() or dest.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+        os.rmdir(old)
+        os.replace(dest, old)
+    os.replace(staging, dest)
+    fsync_dir(dest.parent)
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)

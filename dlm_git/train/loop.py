@@ -1,0 +1,189 @@
+"""A plain PyTorch LoRA training loop whose result depends only on its inputs.
+
+Invariants:
+- Data order comes from the seed only: epoch `e` visits sequences in the permutation
+  drawn from a `torch.Generator` seeded with `seed + e`.
+- Batches are right-padded to their longest sequence; padding never carries loss.
+- Everything recorded (per-step loss, steps, token counts) is a function of the inputs;
+  wall time is measured by the caller and kept out of recorded results.
+- Optional boundary callback every `boundary_every` optimizer steps (segment snapshots).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlm_git.train.tokenize import IGNORE_INDEX, Sequence
+
+OPTIMIZER = {"name": "adamw", "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}
+MAX_GRAD_NORM = 1.0
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    learning_rate: float
+    lr_scheduler: str
+    warmup_ratio: float
+    num_epochs: int
+    max_steps: int | None
+    micro_batch_size: int
+    grad_accum: int
+    seed: int
+    device: str
+    precision: str
+    pad_id: int
+
+
+@dataclass
+class LoopResult:
+    losses: list[float] = field(default_factory=list)
+    steps: int = 0
+    tokens: int = 0
+    loss_tokens: int = 0
+    sequences_seen: int = 0
+
+
+def micro_batches_per_epoch(n_sequences: int, micro_batch_size: int) -> int:
+    return math.ceil(n_sequences / micro_batch_size)
+
+
+def total_steps(n_sequences: int, cfg: LoopConfig) -> int:
+    if cfg.max_steps is not None:
+        return cfg.max_steps
+    per_epoch = math.ceil(
+        micro_batches_per_epoch(n_sequences, cfg.micro_batch_size) / cfg.grad_accum
+    )
+    return max(1, per_epoch * cfg.num_epochs)
+
+
+def warmup_steps(steps: int, warmup_ratio: float) -> int:
+    return int(math.ceil(steps * warmup_ratio))
+
+
+def lr_factor(step: int, total: int, warmup: int, kind: str) -> float:
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    if kind == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return max(0.0, 1.0 - progress)
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    import torch
+
+    gen = torch.Generator()
+    gen.manual_seed(seed + epoch)
+    return [int(i) for i in torch.randperm(n, generator=gen).tolist()]
+
+
+def micro_batches(sequences: list[Sequence], cfg: LoopConfig, epoch: int) -> list[list[int]]:
+    order = epoch_order(len(sequences), cfg.seed, epoch)
+    mbs = cfg.micro_batch_size
+    return [order[i : i + mbs] for i in range(0, len(order), mbs)]
+
+
+def collate(batch: list[Sequence], pad_id: int, device: str) -> dict[str, Any]:
+    import torch
+
+    width = max(len(s.input_ids) for s in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, s in enumerate(batch):
+        n = len(s.input_ids)
+        ids[i, :n] = torch.from_numpy(s.input_ids.astype("int64"))
+        labels[i, :n] = torch.from_numpy(s.labels.astype("int64"))
+        mask[i, :n] = 1
+    return {
+        "input_ids": ids.to(device),
+        "labels": labels.to(device),
+        "attention_mask": mask.to(device),
+    }
+
+
+BoundaryFn = Callable[[int, Any, Any, Any, dict[str, Any]], None]
+ProgressFn = Callable[[int, int, float, int], None]
+
+
+def train_loop(
+    model: Any,
+    sequences: list[Sequence],
+    cfg: LoopConfig,
+    *,
+    progress: ProgressFn | None = None,
+    boundary_every: int = 0,
+    on_boundary: BoundaryFn | None = None,
+) -> LoopResult:
+    """Train `model` (a peft model, already seeded and on `cfg.device`) in place."""
+    import torch
+
+    if not sequences:
+        raise ValueError("no training sequences")
+    steps = total_steps(len(sequences), cfg)
+    warmup = warmup_steps(steps, cfg.warmup_ratio)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        params,
+        lr=cfg.learning_rate,
+        betas=(OPTIMIZER["betas"][0], OPTIMIZER["betas"][1]),
+        eps=OPTIMIZER["eps"],
+        weight_decay=OPTIMIZER["weight_decay"],
+        foreach=False,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, steps, warmup, cfg.lr_scheduler)
+    )
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
+    scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
+    model.train()
+    result = LoopResult()
+    epoch = 0
+    cursor = {"epoch": 0, "batch": 0}
+    while result.steps < steps:
+        batches = micro_batches(sequences, cfg, epoch)
+        groups = [batches[i : i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
+        for g_index, group in enumerate(groups):
+            if result.steps >= steps:
+                break
+            step_loss = 0.0
+            for indices in group:
+                batch = collate([sequences[i] for i in indices], cfg.pad_id, cfg.device)
+                if autocast_dtype is not None:
+                    with torch.autocast(device_type="cuda", dtype=autocast_dtype):
+                        out = model(**batch)
+                else:
+                    out = model(**batch)
+                loss = out.loss / len(group)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                step_loss += float(loss.detach().float().cpu())
+                result.tokens += int(batch["attention_mask"].sum())
+                result.loss_tokens += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+                result.sequences_seen += len(indices)
+            if scaler is not None:
+                scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM, foreach=False)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            result.steps += 1
+            result.losses.append(step_loss)
+            cursor = {"epoch": epoch, "batch": g_index + 1}
+            if progress is not None:
+                progress(result.steps, steps, step_loss, result.tokens)
+            if on_boundary is not None and boundary_every and result.steps % boundary_every == 0:
+                on_boundary(result.steps, model, optimizer, scheduler, dict(cursor))
+        epoch += 1
+    return result

@@ -1,0 +1,468 @@
+"""`train`: validate the lock, tokenize, train, then write adapter, lock, metrics, manifest.
+
+Invariants:
+- Nothing a user sees is modified until training has succeeded; then the adapter is
+  installed first and the manifest written last, each file atomically.
+- `dlm.lock`, `manifest.json`, `metrics.json`, `train_loss.tsv` are pure functions of
+  the inputs; wall times and throughput go only to the gitignored run record.
+- Lock modes: default (ERROR aborts, WARN warns), strict (WARN aborts too), update
+  (no validation; writes with `supersedes` = sha256 of the replaced lock), ignore (no
+  validation, lock not written).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from dlm_git import __version__
+from dlm_git.base.registry import REGISTRY
+from dlm_git.base.resolve import ResolvedBase, resolve_base
+from dlm_git.doc.load import LoadedDocument, load_document
+from dlm_git.doc.schema import TrainingConfig
+from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.hashing import canonical_json, canonical_json_sha256, float_hex, sha256_file
+from dlm_git.lock.errors import LockValidationError
+from dlm_git.lock.io import read_lock, write_lock
+from dlm_git.lock.policy import Finding, apply_strict, by_severity, classify
+from dlm_git.lock.schema import LicenseAcceptance, Lock
+from dlm_git.manifest.records import adapter_record, sources_record
+from dlm_git.manifest.schema import (
+    BaseRecord,
+    Manifest,
+    SegmentsRecord,
+    TokensRecord,
+    TrainingResult,
+)
+
+LockMode = Literal["default", "strict", "update", "ignore"]
+VERSIONED_PACKAGES = (
+    "torch",
+    "transformers",
+    "peft",
+    "safetensors",
+    "tokenizers",
+    "numpy",
+    "accelerate",
+)
+PERMISSIVE_LICENSES = frozenset({"apache-2.0", "mit", "bsd-3-clause", "bsd-2-clause"})
+LOSS_POLICY = {"prose": "all tokens", "instruction": "answer tokens"}
+
+
+class TrainError(DlmGitError):
+    """Training cannot proceed (no rows, bad device, ...)."""
+
+
+@dataclass
+class TrainOptions:
+    lock_mode: LockMode = "default"
+    use_cache: bool = True
+    device: str = "auto"
+    threads: int | None = None
+    accept_license: bool = False
+    quiet: bool = False
+    segment_every: int | None = None
+
+
+@dataclass
+class TrainOutcome:
+    doc_path: Path
+    adapter_sha256: str
+    tensor_root: str
+    lock: Lock
+    lock_written: bool
+    manifest: Manifest
+    warnings: list[Finding] = field(default_factory=list)
+    run_record: dict[str, Any] = field(default_factory=dict)
+
+
+def pinned_versions() -> dict[str, str]:
+    out = {"dlm_git": __version__}
+    for name in VERSIONED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def license_acceptance(resolved: ResolvedBase, accept: bool) -> LicenseAcceptance:
+    spec = resolved.spec
+    if spec.kind == "builtin":
+        return LicenseAcceptance(license="MIT", requires_acceptance=False, accepted=True)
+    if spec.registry_key is not None:
+        lic = REGISTRY[spec.registry_key].license
+    else:
+        lic = "unknown"
+    requires = lic not in PERMISSIVE_LICENSES
+    if requires and not accept:
+        raise TrainError(
+            "base_model",
+            f"base '{spec.raw}' has license '{lic}', which must be accepted explicitly",
+            "read the license, then re-run with --accept-license (recorded in dlm.lock)",
+        )
+    return LicenseAcceptance(license=lic, requires_acceptance=requires, accepted=True)
+
+
+def build_lock(
+    loaded: LoadedDocument,
+    resolved: ResolvedBase,
+    hw: Any,
+    flags: dict[str, Any],
+    klass: str,
+    accept_license: bool,
+) -> Lock:
+    fm = loaded.doc.frontmatter
+    return Lock(
+        dlm_id=fm.dlm_id,
+        dlm_sha256=loaded.doc.sha256,
+        base_model=fm.base_model,
+        base_model_revision=resolved.identity.revision,
+        base_model_sha256=resolved.identity.tensor_root,
+        pinned_versions=pinned_versions(),
+        cuda_version=hw.details.get("cuda_version") if hw.device == "cuda" else None,
+        rocm_version=hw.details.get("rocm_version") if hw.device == "cuda" else None,
+        hardware_tier=hw.tier,
+        seed=fm.training.seed,
+        determinism_flags=flags,
+        determinism_class=klass,  # type: ignore[arg-type]
+        license_acceptance=license_acceptance(resolved, accept_license),
+    )
+
+
+def validate_lock(
+    prior: Lock | None, current: Lock, mode: LockMode, subject: str
+) -> tuple[Lock, list[Finding]]:
+    """The lock to write (with the right `supersedes`) and the WARN findings to print."""
+    if prior is None or mode == "ignore":
+        return current, []
+    if mode == "update":
+        if prior.without_supersedes() == current:
+            return prior, []
+        return current.model_copy(update={"supersedes": prior.sha256()}), []
+    findings = apply_strict(
+        classify(prior.model_dump(mode="json"), current.model_dump(mode="json")), mode == "strict"
+    )
+    errors = by_severity(findings, "ERROR")
+    if errors:
+        flag = "--update-lock" if mode == "default" else "--update-lock (or drop --strict-lock)"
+        raise LockValidationError(
+            subject,
+            [f"ERROR {f.describe()}" for f in errors],
+            f"if the change is intended, re-run with {flag} to accept it and record "
+            "`supersedes`; otherwise restore the environment the lock records "
+            "(see docs/determinism.md)",
+        )
+    # Only ALLOW/WARN differences: keep an accepted `supersedes` when nothing else moved.
+    if prior.without_supersedes() == current:
+        return prior, by_severity(findings, "WARN")
+    return current, by_severity(findings, "WARN")
+
+
+def effective_config(
+    training: TrainingConfig,
+    system_prompt: str | None,
+    target_modules: list[str],
+    steps: int,
+    warmup: int,
+    precision: str,
+    template_kind: str,
+) -> dict[str, Any]:
+    from dlm_git.train.loop import MAX_GRAD_NORM, OPTIMIZER
+
+    cfg = training.model_dump(mode="json", exclude={"cache", "sources", "sources_policy"})
+    cfg.update(
+        {
+            "target_modules": sorted(target_modules),
+            "total_steps": steps,
+            "warmup_steps": warmup,
+            "precision": precision,
+            "optimizer": OPTIMIZER,
+            "max_grad_norm": MAX_GRAD_NORM,
+            "system_prompt": system_prompt,
+            "template": template_kind,
+            "loss": LOSS_POLICY,
+        }
+    )
+    return cfg
+
+
+def resolve_targets(model: Any, requested: str | tuple[str, ...]) -> list[str]:
+    import torch
+
+    names = {
+        name.rsplit(".", 1)[-1]
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}"
+    }
+    if requested == "auto":
+        if not names:
+            raise TrainError("target_modules", "no linear layers found inside decoder layers")
+        return sorted(names)
+    missing = sorted(set(requested) - names)
+    if missing:
+        raise TrainError(
+            "training.target_modules",
+            f"not linear modules of the base: {', '.join(missing)}",
+            f"available: {', '.join(sorted(names))}",
+        )
+    return sorted(requested)
+
+
+def resolve_precision(requested: str, device: str) -> str:
+    if device == "cpu":
+        if requested in ("bf16", "fp16"):
+            raise TrainError(
+                "training.precision", f"{requested} is not supported on CPU", "use fp32 or auto"
+            )
+        return "fp32"
+    return "fp32" if requested == "auto" else requested
+
+
+def _progress_printer(quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return None, None
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    prog = Progress(
+        TextColumn("train"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TextColumn("{task.fields[tps]:.0f} tok/s"),
+        TimeRemainingColumn(),
+        transient=True,
+    )
+    started = time.perf_counter()
+    state: dict[str, Any] = {"task": None}
+
+    def update(step: int, total: int, loss: float, tokens: int) -> None:
+        if state["task"] is None:
+            state["task"] = prog.add_task("train", total=total, loss=loss, tps=0.0)
+        elapsed = max(1e-9, time.perf_counter() - started)
+        prog.update(state["task"], completed=step, loss=loss, tps=tokens / elapsed)
+
+    return prog, update
+
+
+def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
+    from dlm_git.determinism import (
+        apply_determinism,
+        default_threads,
+        detect_hardware,
+        determinism_class,
+        determinism_flags,
+        select_device,
+    )
+
+    t_start = time.perf_counter()
+    loaded = load_document(target)
+    fm = loaded.doc.frontmatter
+    training = fm.training
+    resolved = resolve_base(fm.base_model, loaded.doc.directory, loaded.repo_root)
+    device = select_device(options.device)
+    threads = options.threads or default_threads()
+    apply_determinism(training.seed, device, threads)
+    hw = detect_hardware(device, threads)
+    flags = determinism_flags(hw)
+    klass = determinism_class(hw, flags)
+    current = build_lock(loaded, resolved, hw, flags, klass, options.accept_license)
+    layout = loaded.layout
+    if options.lock_mode == "update" and _corrupt(layout.lock):
+        # Accepting over a corrupt lock binds the acceptance to the exact bytes replaced.
+        lock, warnings = current.model_copy(update={"supersedes": sha256_file(layout.lock)}), []
+    else:
+        prior = read_lock(layout.lock)
+        lock, warnings = validate_lock(prior, current, options.lock_mode, str(layout.lock))
+    for f in warnings:
+        sys.stderr.write(f"{layout.lock}: WARN {f.describe()}\n")
+
+    from dlm_git.train.pipeline import tokenize_document
+
+    t_tok = time.perf_counter()
+    tok = tokenize_document(
+        loaded, resolved, use_cache=options.use_cache and training.cache.enabled
+    )
+    t_tok = time.perf_counter() - t_tok
+    if not tok.sequences:
+        raise TrainError(
+            str(loaded.doc.path), "no trainable rows (no prose, instructions or sources)"
+        )
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    from dlm_git.train.adapter import install_dir, save_adapter, staging_dir
+    from dlm_git.train.loop import LoopConfig, total_steps, train_loop, warmup_steps
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    precision = resolve_precision(training.precision, device)
+    torch.manual_seed(training.seed)
+    model = AutoModelForCausalLM.from_pretrained(str(resolved.path), dtype=torch.float32)
+    targets = resolve_targets(model, training.target_modules)
+    lora = LoraConfig(
+        r=training.lora_r,
+        lora_alpha=training.lora_alpha,
+        lora_dropout=training.lora_dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    torch.manual_seed(training.seed)
+    model = get_peft_model(model, lora)
+    model.to(device)
+    pad_id = tok.pad_id
+    loop_cfg = LoopConfig(
+        learning_rate=training.learning_rate,
+        lr_scheduler=training.lr_scheduler,
+        warmup_ratio=training.warmup_ratio,
+        num_epochs=training.num_epochs,
+        max_steps=training.max_steps,
+        micro_batch_size=training.micro_batch_size,
+        grad_accum=training.grad_accum,
+        seed=training.seed,
+        device=device,
+        precision=precision,
+        pad_id=pad_id,
+    )
+    steps = total_steps(len(tok.sequences), loop_cfg)
+    config = effective_config(
+        training,
+        fm.system_prompt,
+        targets,
+        steps,
+        warmup_steps(steps, training.warmup_ratio),
+        precision,
+        tok.template_kind,
+    )
+    segments = None
+    boundary = None
+    if options.segment_every:
+        from dlm_git.train.segments import SegmentWriter
+
+        segments = SegmentWriter(layout, options.segment_every, config, tok.stream_root, lock)
+        boundary = segments.on_boundary
+    prog, update = _progress_printer(options.quiet)
+    t_train = time.perf_counter()
+    if prog is not None:
+        with prog:
+            result = train_loop(
+                model,
+                tok.sequences,
+                loop_cfg,
+                progress=update,
+                boundary_every=options.segment_every or 0,
+                on_boundary=boundary,
+            )
+    else:
+        result = train_loop(
+            model,
+            tok.sequences,
+            loop_cfg,
+            boundary_every=options.segment_every or 0,
+            on_boundary=boundary,
+        )
+    t_train = time.perf_counter() - t_train
+
+    staging = staging_dir(layout.adapter)
+    try:
+        save_adapter(model, staging, fm.base_model)
+        record = adapter_record(staging)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    segments_record: SegmentsRecord | None = segments.finish() if segments is not None else None
+    install_dir(staging, layout.adapter)
+    lock_written = options.lock_mode != "ignore"
+    if lock_written:
+        write_lock(layout.lock, lock)
+    final_loss = result.losses[-1]
+    metrics = {
+        "steps": result.steps,
+        "final_loss": final_loss,
+        "final_loss_hex": float_hex(final_loss),
+        "tokens_trained": result.tokens,
+        "loss_tokens": result.loss_tokens,
+        "sequences": len(tok.sequences),
+        "rows": tok.rows,
+    }
+    atomic_write_bytes(layout.metrics, canonical_json(metrics))
+    loss_tsv = "step\tloss\n" + "".join(f"{i + 1}\t{v!r}\n" for i, v in enumerate(result.losses))
+    atomic_write_bytes(layout.loss, loss_tsv.encode("utf-8"))
+    manifest = Manifest(
+        dlm_id=fm.dlm_id,
+        dlm_sha256=loaded.doc.sha256,
+        section_ids=[s.section_id for s in loaded.rows],
+        sources=sources_record((f.relpath, f.sha256, f.size) for f in loaded.sources.files),
+        tokens=TokensRecord(
+            root=tok.stream_root, rows=tok.rows, sequences=len(tok.sequences), tokens=tok.tokens
+        ),
+        tokenizer_sha256=resolved.identity.tokenizer_sha256,
+        base=BaseRecord(
+            spec=fm.base_model,
+            kind=resolved.spec.kind,
+            revision=resolved.identity.revision,
+            tensor_root=resolved.identity.tensor_root,
+            tokenizer_sha256=resolved.identity.tokenizer_sha256,
+        ),
+        training_config=config,
+        config_sha256=canonical_json_sha256(config),
+        lock_sha256=lock.sha256(),
+        adapter=record,
+        training=TrainingResult(
+            steps=result.steps,
+            final_loss_hex=float_hex(final_loss),
+            tokens_trained=result.tokens,
+            skipped_preference_sections=tok.skipped_preference,
+        ),
+        segments=segments_record,
+    )
+    atomic_write_bytes(layout.manifest, manifest.to_bytes())
+    wall = time.perf_counter() - t_start
+    run_record = {
+        "wall_seconds": round(wall, 3),
+        "tokenize_seconds": round(t_tok, 3),
+        "train_seconds": round(t_train, 3),
+        "tokens_per_second": round(result.tokens / t_train, 1) if t_train > 0 else None,
+        "cache": tok.cache_stats,
+        "cpu_model": hw.details.get("cpu_model"),
+        "host_python": platform.python_version(),
+    }
+    atomic_write_bytes(layout.run_record, canonical_json(run_record))
+    return TrainOutcome(
+        doc_path=loaded.doc.path,
+        adapter_sha256=record.files["adapter_model.safetensors"].sha256,
+        tensor_root=record.tensor_root,
+        lock=lock,
+        lock_written=lock_written,
+        manifest=manifest,
+        warnings=warnings,
+        run_record=run_record,
+    )
+
+
+def _corrupt(path: Path) -> bool:
+    from dlm_git.lock.errors import LockError
+
+    try:
+        read_lock(path)
+    except LockError:
+        return True
+    return False

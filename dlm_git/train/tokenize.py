@@ -1,0 +1,173 @@
+"""Tokenize rows into fixed training sequences; the token stream root binds them.
+
+Invariants:
+- Tokenization of a row depends only on (row, tokenizer state, sequence_len); the result
+  is a list of `Sequence`s (input ids and labels, -100 where no loss is taken).
+- The token stream root is the Merkle root over the sequences in canonical order (rows in
+  document order, windows in order); a leaf is
+  `row_id || 0x00 || u32le(n) || input_ids as i32le || labels as i32le`.
+- Tokens are stored as safetensors + canonical JSON, never pickle.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dlm_git.hashing import canonical_json, merkle_root
+from dlm_git.train.rows import PLAIN_SYSTEM, PLAIN_TEMPLATE, Row
+
+IGNORE_INDEX = -100
+TOKENS_FILE = "tokens.safetensors"
+TOKENS_INDEX = "tokens.json"
+
+
+@dataclass(frozen=True)
+class Sequence:
+    row_id: str
+    input_ids: np.ndarray  # int32, 1-D
+    labels: np.ndarray  # int32, 1-D, IGNORE_INDEX where masked
+
+    def leaf(self) -> bytes:
+        ids = np.ascontiguousarray(self.input_ids, dtype="<i4").tobytes()
+        labels = np.ascontiguousarray(self.labels, dtype="<i4").tobytes()
+        return (
+            self.row_id.encode("ascii")
+            + b"\x00"
+            + struct.pack("<I", len(self.input_ids))
+            + ids
+            + labels
+        )
+
+
+class RowTokenizer:
+    """Renders and tokenizes rows with one tokenizer (loaded lazily: a warm cache needs none)."""
+
+    def __init__(self, base_path: Path, system_prompt: str | None, sequence_len: int) -> None:
+        self.base_path = base_path
+        self.system_prompt = system_prompt
+        self.sequence_len = sequence_len
+        self._tok: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tok is None:
+            from transformers import AutoTokenizer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.set_verbosity_error()
+            self._tok = AutoTokenizer.from_pretrained(str(self.base_path))
+        return self._tok
+
+    def eos_id(self) -> int:
+        eos = self.tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError("tokenizer has no eos token")
+        return int(eos)
+
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def _encode(self, text: str, special: bool) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    def tokenize(self, row: Row) -> list[Sequence]:
+        if row.kind == "text":
+            return self._text(row)
+        return [self._chat(row)]
+
+    def _text(self, row: Row) -> list[Sequence]:
+        ids = self._encode(row.section.content, True) + [self.eos_id()]
+        n = self.sequence_len
+        out = []
+        for start in range(0, len(ids), n):
+            window = np.asarray(ids[start : start + n], dtype=np.int32)
+            if len(window) < 2:  # a lone trailing token carries no next-token target
+                continue
+            out.append(Sequence(row.row_id, window, window.copy()))
+        return out
+
+    def _chat(self, row: Row) -> Sequence:
+        question = row.section.question or ""
+        answer = row.section.answer or ""
+        if self.has_chat_template():
+            messages = []
+            if self.system_prompt:
+                messages.append({"role": "system", "content": self.system_prompt})
+            messages.append({"role": "user", "content": question})
+            prompt = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+            full = self.tokenizer.apply_chat_template(
+                [*messages, {"role": "assistant", "content": answer}], tokenize=False
+            )
+            if not full.startswith(prompt):
+                raise ValueError("chat template renders the prompt inconsistently")
+            completion = full[len(prompt) :]
+            prompt_ids = self._encode(prompt, False)
+            completion_ids = self._encode(completion, False)
+        else:
+            system = PLAIN_SYSTEM.format(system=self.system_prompt) if self.system_prompt else ""
+            prompt_ids = self._encode(system + PLAIN_TEMPLATE.format(question=question), True)
+            completion_ids = self._encode(answer, False)
+        eos = self.eos_id()
+        if not completion_ids or completion_ids[-1] != eos:
+            completion_ids = completion_ids + [eos]
+        ids = (prompt_ids + completion_ids)[: self.sequence_len]
+        labels = ([IGNORE_INDEX] * len(prompt_ids) + completion_ids)[: self.sequence_len]
+        return Sequence(
+            row.row_id, np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
+        )
+
+
+def token_stream_root(sequences: Iterable[Sequence]) -> str:
+    return merkle_root([s.leaf() for s in sequences])
+
+
+def save_tokens(directory: Path, sequences: list[Sequence], info: dict[str, Any]) -> None:
+    """Write sequences as one safetensors file + a canonical JSON index, atomically."""
+    from safetensors.numpy import save
+
+    from dlm_git.fsutil import atomic_write_bytes
+
+    lengths = np.asarray([len(s.input_ids) for s in sequences], dtype=np.int64)
+    tensors = {
+        "input_ids": np.concatenate([s.input_ids for s in sequences]).astype(np.int32)
+        if sequences
+        else np.zeros(0, dtype=np.int32),
+        "labels": np.concatenate([s.labels for s in sequences]).astype(np.int32)
+        if sequences
+        else np.zeros(0, dtype=np.int32),
+        "lengths": lengths,
+    }
+    index = {**info, "row_ids": [s.row_id for s in sequences]}
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(directory / TOKENS_FILE, save(tensors, metadata={"format": "np"}))
+    atomic_write_bytes(directory / TOKENS_INDEX, canonical_json(index))
+
+
+def load_tokens(directory: Path) -> tuple[list[Sequence], dict[str, Any]]:
+    import json
+
+    from safetensors.numpy import load_file
+
+    index = json.loads((directory / TOKENS_INDEX).read_text("utf-8"))
+    arrays = load_file(str(directory / TOKENS_FILE))
+    lengths = arrays["lengths"]
+    sequences = []
+    offset = 0
+    for row_id, n in zip(index["row_ids"], lengths.tolist(), strict=True):
+        sequences.append(
+            Sequence(
+                row_id,
+                arrays["input_ids"][offset : offset + n],
+                arrays["labels"][offset : offset + n],
+            )
+        )
+        offset += n
+    return sequences, index

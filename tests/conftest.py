@@ -1,0 +1,81 @@
+"""Shared fixtures: a throwaway git repository, a `.dlm` writer, and a hermetic environment.
+
+Every test session gets its own base-model cache (`DLM_GIT_BASE_CACHE`) so nothing is ever
+written to `~/.cache`, DVC analytics are off, and Hugging Face libraries stay offline.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+DEFAULT_DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
+
+WriteDoc = Callable[..., Path]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DVC_NO_ANALYTICS", "1")
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        mp.setenv("DLM_GIT_BASE_CACHE", str(tmp_path_factory.mktemp("base-cache")))
+        yield
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo` and return its stdout (raises on failure)."""
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """An empty git work tree with a local identity configured."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.name", "dlm-git tests")
+    git(repo, "config", "user.email", "tests@dlm-git.invalid")
+    git(repo, "config", "commit.gpgsign", "false")
+    return repo
+
+
+def _write_doc(
+    directory: Path,
+    body: str = "",
+    *,
+    frontmatter: str = "",
+    name: str = "doc.dlm",
+    dlm_id: str | None = DEFAULT_DLM_ID,
+) -> Path:
+    """Write `<directory>/<name>`: `---`, `dlm_id`, the extra frontmatter YAML, `---`, body."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = ["---"]
+    if dlm_id is not None:
+        lines.append(f"dlm_id: {dlm_id}")
+    if frontmatter:
+        lines.append(frontmatter.strip("\n"))
+    lines.append("---")
+    text = "\n".join(lines) + "\n" + body
+    path = directory / name
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+@pytest.fixture
+def write_doc() -> WriteDoc:
+    """`write_doc(directory, body="", *, frontmatter="", name="doc.dlm", dlm_id=...)`."""
+    return _write_doc
+
+
+@pytest.fixture
+def clean_env() -> dict[str, str]:
+    """A copy of the (hermetic) environment for subprocesses."""
+    return dict(os.environ)
