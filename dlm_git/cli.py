@@ -13,6 +13,8 @@ import sys
 import typer
 
 from dlm_git import __version__
+from dlm_git.commands import doctor as doctor_cmd
+from dlm_git.commands.cache import cache_app
 from dlm_git.commands import show as show_cmd
 from dlm_git.commands import train as train_cmd
 from dlm_git.errors import DlmGitError
@@ -45,6 +47,8 @@ def root(
 
 app.command("show")(show_cmd.show)
 app.command("train")(train_cmd.train)
+app.command("doctor")(doctor_cmd.doctor)
+app.add_typer(cache_app, name="cache")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,8 @@ from typing import Any
 import typer
 
 from dlm_git.base.resolve import locate_base
+from dlm_git.cache.store import TokenCache, default_cache_dir
+from dlm_git.commands.cache import cache_summary
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.output import console, emit_json
 
@@ -29,7 +31,10 @@ def show_report(loaded: LoadedDocument) -> dict[str, Any]:
     d = loaded.doc
     located = locate_base(d.frontmatter.base_model, d.directory, loaded.repo_root)
     rows = loaded.rows
+    cfg = d.frontmatter.training.cache
+    cache = TokenCache(default_cache_dir(loaded.repo_root))
     return {
+        "training_cache": {"enabled": cfg.enabled, **cache_summary(cache, d.frontmatter.dlm_id, cfg.max_bytes)},
         "path": str(d.path),
         "dlm_sha256": d.sha256,
         "frontmatter": d.frontmatter.model_dump(mode="json"),

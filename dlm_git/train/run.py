@@ -15,6 +15,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -311,6 +312,7 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft)\b.*")
     precision = resolve_precision(training.precision, device)
     torch.manual_seed(training.seed)
     model = AutoModelForCausalLM.from_pretrained(str(resolved.path), dtype=torch.float32)

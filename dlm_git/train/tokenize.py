@@ -52,6 +52,7 @@ class RowTokenizer:
         self.base_path = base_path
         self.system_prompt = system_prompt
         self.sequence_len = sequence_len
+        self.chat_template = has_chat_template_files(base_path)
         self._tok: Any = None
 
     @property
@@ -62,6 +63,8 @@ class RowTokenizer:
 
             hf_logging.set_verbosity_error()
             self._tok = AutoTokenizer.from_pretrained(str(self.base_path))
+            if self.chat_template and not getattr(self._tok, "chat_template", None):
+                raise ValueError(f"{self.base_path}: chat template in files but not loaded")
         return self._tok
 
     def eos_id(self) -> int:
@@ -71,7 +74,7 @@ class RowTokenizer:
         return int(eos)
 
     def has_chat_template(self) -> bool:
-        return bool(getattr(self.tokenizer, "chat_template", None))
+        return self.chat_template
 
     def _encode(self, text: str, special: bool) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
@@ -123,6 +126,18 @@ class RowTokenizer:
         return Sequence(
             row.row_id, np.asarray(ids, dtype=np.int32), np.asarray(labels, dtype=np.int32)
         )
+
+
+def has_chat_template_files(base_path: Path) -> bool:
+    """Whether the base ships a chat template, decided from its files (no tokenizer load)."""
+    import json
+
+    if (base_path / "chat_template.jinja").is_file() or (base_path / "chat_template.json").is_file():
+        return True
+    config = base_path / "tokenizer_config.json"
+    if config.is_file():
+        return bool(json.loads(config.read_text("utf-8")).get("chat_template"))
+    return False
 
 
 def token_stream_root(sequences: Iterable[Sequence]) -> str:

@@ -1,0 +1,1 @@
+"""The tokenized-section cache: unchanged rows are never tokenized twice."""

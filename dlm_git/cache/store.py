@@ -1,0 +1,315 @@
+"""The token cache store: sharded entry files plus one SQLite index.
+
+Invariants:
+- An entry is addressed by `key(row_id, tokenizer_sha256, sequence_len)`; any of the
+  three changing gives another key, so a stale entry can never be returned.
+- Entry files live in `entries/<first two hex chars>/<key>.tok` (256 shards: 50K entries
+  are ~200 per directory). They are written with a unique tmp name, fsync and
+  `os.replace`, so readers never see a partial entry; a reader needs no lock.
+- The SQLite index (`cache.sqlite`, WAL) records each entry's size and last access, so
+  eviction and `cache show` never walk the directory tree. Index updates, eviction,
+  prune and clear happen under one file lock, so concurrent processes cannot corrupt it.
+- Bounded: after a run, least-recently-used entries are evicted until the cache fits
+  `max_bytes`; entries used by that run are never evicted by it.
+- Cache failures are never fatal and never change results: a missing, truncated or
+  corrupted entry is a miss and gets rewritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dlm_git.cache.entry import CorruptEntry, decode_entry, encode_entry
+from dlm_git.hashing import sha256_text
+from dlm_git.train.tokenize import Sequence
+
+INDEX_NAME = "cache.sqlite"
+LOCK_NAME = ".lock"
+ENTRIES_DIR = "entries"
+SUFFIX = ".tok"
+TMP_SUFFIX = ".tmp"
+SWEEP_GRACE_SECONDS = 600
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    last_access_ns INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_lru ON entries (last_access_ns);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    dlm_id TEXT NOT NULL,
+    finished_ns INTEGER NOT NULL,
+    total_rows INTEGER NOT NULL,
+    hits INTEGER NOT NULL,
+    misses INTEGER NOT NULL,
+    corrupt INTEGER NOT NULL,
+    tokenize_seconds REAL NOT NULL,
+    cache_bytes INTEGER NOT NULL,
+    evicted INTEGER NOT NULL
+);
+"""
+
+
+def entry_key(row_id: str, tokenizer_sha256: str, sequence_len: int) -> str:
+    return sha256_text(f"dlm-git/token-cache/v1\n{row_id}\n{tokenizer_sha256}\n{sequence_len}")[:32]
+
+
+def default_cache_dir(repo_root: Path) -> Path:
+    env = os.environ.get("DLM_GIT_CACHE_DIR")
+    return Path(env) if env else repo_root / ".dlm-git" / "token-cache"
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    dlm_id: str
+    total_rows: int
+    hits: int
+    misses: int
+    corrupt: int
+    tokenize_seconds: float
+    cache_bytes: int
+    evicted: int
+    finished_ns: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.total_rows if self.total_rows else 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "total_rows": self.total_rows,
+            "hits": self.hits,
+            "misses": self.misses,
+            "corrupt": self.corrupt,
+            "hit_rate": round(self.hit_rate, 4),
+            "tokenize_seconds": round(self.tokenize_seconds, 4),
+            "cache_bytes": self.cache_bytes,
+            "evicted": self.evicted,
+        }
+
+
+class TokenCache:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.entries_dir = self.root / ENTRIES_DIR
+        self.corrupt = 0
+
+    # --- entries (no lock needed) ---------------------------------------------------------
+
+    def path_of(self, key: str) -> Path:
+        return self.entries_dir / key[:2] / f"{key}{SUFFIX}"
+
+    def get(self, key: str, row_id: str) -> tuple[list[Sequence], int] | None:
+        """The entry's sequences and its size in bytes, or None (a miss)."""
+        try:
+            with open(self.path_of(key), "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return None
+        try:
+            return decode_entry(data, key, row_id), len(data)
+        except CorruptEntry:
+            self.corrupt += 1
+            return None
+
+    def put(self, key: str, row_id: str, sequences: list[Sequence]) -> int:
+        """Write an entry atomically; returns its size (0 if the write failed)."""
+        data = encode_entry(key, row_id, sequences)
+        path = self.path_of(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=TMP_SUFFIX, dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError:
+            return 0
+        return len(data)
+
+    # --- index (under the file lock) -----------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[sqlite3.Connection]:
+        from filelock import FileLock
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / LOCK_NAME), timeout=120):
+            conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(SCHEMA)
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+
+    def _read_conn(self) -> sqlite3.Connection | None:
+        if not (self.root / INDEX_NAME).is_file():
+            return None
+        conn = sqlite3.connect(f"file:{self.root / INDEX_NAME}?mode=ro", uri=True, timeout=60)
+        return conn
+
+    def record_run(
+        self,
+        used: dict[str, int],
+        written: dict[str, int],
+        max_bytes: int,
+        metrics: dict[str, object],
+    ) -> RunMetrics:
+        """Update last access of used entries, add written ones, evict LRU, log the run."""
+        now = time.time_ns()
+        with self.locked() as conn:
+            conn.executemany(
+                "INSERT INTO entries(key, size, last_access_ns) VALUES (?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET size=excluded.size, "
+                "last_access_ns=excluded.last_access_ns",
+                [(k, size, now) for k, size in {**used, **written}.items() if size > 0],
+            )
+            evicted = self._evict(conn, max_bytes, protected=set(used) | set(written))
+            total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
+            run = RunMetrics(
+                dlm_id=str(metrics["dlm_id"]),
+                total_rows=int(metrics["total_rows"]),  # type: ignore[call-overload]
+                hits=int(metrics["hits"]),  # type: ignore[call-overload]
+                misses=int(metrics["misses"]),  # type: ignore[call-overload]
+                corrupt=self.corrupt,
+                tokenize_seconds=float(metrics["tokenize_seconds"]),  # type: ignore[arg-type]
+                cache_bytes=int(total),
+                evicted=evicted,
+                finished_ns=now,
+            )
+            conn.execute(
+                "INSERT INTO runs(dlm_id, finished_ns, total_rows, hits, misses, corrupt, "
+                "tokenize_seconds, cache_bytes, evicted) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    run.dlm_id,
+                    run.finished_ns,
+                    run.total_rows,
+                    run.hits,
+                    run.misses,
+                    run.corrupt,
+                    run.tokenize_seconds,
+                    run.cache_bytes,
+                    run.evicted,
+                ),
+            )
+        return run
+
+    def _evict(self, conn: sqlite3.Connection, max_bytes: int, protected: set[str]) -> int:
+        total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
+        if total <= max_bytes:
+            return 0
+        victims = []
+        for key, size in conn.execute("SELECT key, size FROM entries ORDER BY last_access_ns, key"):
+            if total <= max_bytes:
+                break
+            if key in protected:
+                continue
+            victims.append(key)
+            total -= size
+        self._delete(conn, victims)
+        return len(victims)
+
+    def _delete(self, conn: sqlite3.Connection, keys: Iterable[str]) -> None:
+        keys = list(keys)
+        for key in keys:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path_of(key))
+        conn.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k in keys])
+
+    def stats(self) -> CacheStats:
+        conn = self._read_conn()
+        if conn is None:
+            return CacheStats(0, 0)
+        try:
+            n, size = conn.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+        except sqlite3.OperationalError:
+            return CacheStats(0, 0)
+        finally:
+            conn.close()
+        return CacheStats(int(n), int(size))
+
+    def last_run(self, dlm_id: str) -> RunMetrics | None:
+        conn = self._read_conn()
+        if conn is None:
+            return None
+        try:
+            row = conn.execute(
+                "SELECT dlm_id, total_rows, hits, misses, corrupt, tokenize_seconds, cache_bytes,"
+                " evicted, finished_ns FROM runs WHERE dlm_id = ? ORDER BY id DESC LIMIT 1",
+                (dlm_id,),
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        finally:
+            conn.close()
+        return RunMetrics(*row) if row else None
+
+    def prune(self, older_than_seconds: float) -> tuple[int, int]:
+        """Drop entries not used for `older_than_seconds`; sweep orphans. (entries, files)."""
+        cutoff = time.time_ns() - int(older_than_seconds * 1e9)
+        with self.locked() as conn:
+            keys = [k for (k,) in conn.execute("SELECT key FROM entries WHERE last_access_ns < ?", (cutoff,))]
+            self._delete(conn, keys)
+            swept = self._sweep(conn, everything=False)
+        return len(keys), swept
+
+    def clear(self) -> tuple[int, int]:
+        with self.locked() as conn:
+            keys = [k for (k,) in conn.execute("SELECT key FROM entries")]
+            self._delete(conn, keys)
+            swept = self._sweep(conn, everything=True)
+        return len(keys), swept
+
+    def _sweep(self, conn: sqlite3.Connection, everything: bool) -> int:
+        """Remove tmp files and entry files the index doesn't know (past a grace period)."""
+        if not self.entries_dir.is_dir():
+            return 0
+        known = {k for (k,) in conn.execute("SELECT key FROM entries")}
+        cutoff = time.time() - SWEEP_GRACE_SECONDS
+        removed = 0
+        for shard in self.entries_dir.iterdir():
+            if not shard.is_dir():
+                continue
+            for path in shard.iterdir():
+                is_tmp = path.name.endswith(TMP_SUFFIX)
+                key = path.name.removesuffix(SUFFIX)
+                orphan = path.name.endswith(SUFFIX) and key not in known
+                if not (is_tmp or orphan) and path.name.endswith(SUFFIX):
+                    continue
+                try:
+                    old = path.stat().st_mtime < cutoff
+                except FileNotFoundError:
+                    continue
+                if old or (everything and not is_tmp):
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                        removed += 1
+        return removed

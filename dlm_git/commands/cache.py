@@ -1,0 +1,110 @@
+"""`dlm-git cache show|prune|clear DOC`: inspect and bound the tokenized-section cache."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import typer
+
+from dlm_git.cache.store import TokenCache, default_cache_dir
+from dlm_git.errors import UsageError
+from dlm_git.output import emit_json
+
+cache_app = typer.Typer(
+    help="Inspect, prune or clear the tokenized-section cache.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+DURATION_RE = re.compile(r"^(\d+)([dhm])$")
+UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60}
+DEFAULT_PRUNE_DAYS = 90
+
+
+def parse_duration(text: str) -> float:
+    m = DURATION_RE.match(text.strip())
+    if m is None or int(m.group(1)) <= 0:
+        raise UsageError(
+            "--older-than", f"'{text}' is not a duration", "use a number and a unit: 30d, 12h, 45m"
+        )
+    return int(m.group(1)) * UNIT_SECONDS[m.group(2)]
+
+
+def _cache_for(doc: Path) -> tuple[TokenCache, str, int, int]:
+    """The cache a document uses, its dlm_id, max_bytes and prune default (days)."""
+    from dlm_git.doc.load import load_document
+
+    loaded = load_document(doc)
+    cfg = loaded.doc.frontmatter.training.cache
+    cache = TokenCache(default_cache_dir(loaded.repo_root))
+    return cache, loaded.doc.frontmatter.dlm_id, cfg.max_bytes, cfg.prune_older_than_days
+
+
+def cache_summary(cache: TokenCache, dlm_id: str, max_bytes: int) -> dict[str, object]:
+    stats = cache.stats()
+    last = cache.last_run(dlm_id)
+    return {
+        "path": str(cache.root),
+        "entries": stats.entries,
+        "bytes": stats.bytes,
+        "max_bytes": max_bytes,
+        "last_run": last.to_json() if last else None,
+    }
+
+
+@cache_app.command("show")
+def show(
+    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Cache path, entries, bytes and the last run's hit rate for DOC."""
+    cache, dlm_id, max_bytes, _ = _cache_for(doc)
+    summary = cache_summary(cache, dlm_id, max_bytes)
+    if as_json:
+        emit_json(summary)
+        return
+    typer.echo(f"cache     {summary['path']}")
+    typer.echo(f"entries   {summary['entries']}")
+    typer.echo(f"bytes     {summary['bytes']} (max {max_bytes})")
+    last = summary["last_run"]
+    if isinstance(last, dict):
+        typer.echo(
+            f"last run  {last['hits']}/{last['total_rows']} hits ({last['hit_rate']:.1%}), "
+            f"{last['misses']} misses, {last['corrupt']} corrupt, "
+            f"tokenize {last['tokenize_seconds']} s"
+        )
+    else:
+        typer.echo("last run  none recorded for this document")
+
+
+@cache_app.command("prune")
+def prune(
+    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
+    older_than: str = typer.Option(
+        "", "--older-than", help="Drop entries unused for this long (30d, 12h, 45m)."
+    ),
+) -> None:
+    """Drop entries not used recently; sweep orphan and tmp files."""
+    cache, _, _, days = _cache_for(doc)
+    seconds = parse_duration(older_than) if older_than else days * 86400
+    removed, swept = cache.prune(seconds)
+    typer.echo(f"pruned {removed} entries, swept {swept} orphan/tmp files from {cache.root}")
+
+
+@cache_app.command("clear")
+def clear(
+    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
+    force: bool = typer.Option(False, "--force", "-f", help="Don't ask for confirmation."),
+) -> None:
+    """Remove every entry (asks first unless --force)."""
+    cache, _, _, _ = _cache_for(doc)
+    if not force:
+        if not sys.stdin.isatty():
+            raise UsageError("cache clear", "refusing to clear without a terminal", "add --force")
+        stats = cache.stats()
+        if not typer.confirm(f"Remove {stats.entries} entries ({stats.bytes} bytes) from {cache.root}?"):
+            typer.echo("nothing removed")
+            raise typer.Exit(1)
+    removed, swept = cache.clear()
+    typer.echo(f"cleared {removed} entries, swept {swept} orphan/tmp files from {cache.root}")
