@@ -14,9 +14,9 @@ import typer
 
 from dlm_git import __version__
 from dlm_git.commands import doctor as doctor_cmd
-from dlm_git.commands.cache import cache_app
 from dlm_git.commands import show as show_cmd
 from dlm_git.commands import train as train_cmd
+from dlm_git.commands.cache import cache_app
 from dlm_git.errors import DlmGitError
 from dlm_git.output import error_line
 

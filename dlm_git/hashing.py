@@ -576,13 +576,24 @@ def _node_hash(left: bytes, right: bytes) -> bytes:
     return hashlib.sha256(_NODE_PREFIX + left + right).digest()
 
 
+def merkle_leaf_hash(*parts: bytes | memoryview) -> bytes:
+    """RFC 6962 leaf hash sha256(0x00 || leaf) of the leaf given as consecutive parts."""
+    h = hashlib.sha256(_LEAF_PREFIX)
+    for part in parts:
+        h.update(part)
+    return h.digest()
+
+
 def _levels(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    return _levels_from_hashes([_leaf_hash(leaf) for leaf in leaves])
+
+
+def _levels_from_hashes(level: list[bytes]) -> list[list[bytes]]:
     """All levels of the RFC 6962 tree, leaf hashes first, root level last.
 
     Pairing adjacent nodes and carrying a last odd node up unchanged builds exactly the
     tree RFC 6962 defines by splitting at the largest power of two below n.
     """
-    level = [_leaf_hash(leaf) for leaf in leaves]
     levels = [level]
     while len(level) > 1:
         nxt = [_node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
@@ -607,6 +618,13 @@ def _bind(count: int, mth: bytes) -> str:
 def merkle_root(leaves: Sequence[bytes]) -> str:
     """Hex root that binds the leaf count: sha256(tag || u64le(n) || MTH(leaves))."""
     return _bind(len(leaves), merkle_tree_hash(leaves))
+
+
+def merkle_root_from_leaf_hashes(leaf_hashes: Sequence[bytes]) -> str:
+    """`merkle_root` for leaves whose RFC 6962 leaf hashes are already known."""
+    if not leaf_hashes:
+        return _bind(0, hashlib.sha256(b"").digest())
+    return _bind(len(leaf_hashes), _levels_from_hashes(list(leaf_hashes))[-1][0])
 
 
 def inclusion_proof(leaves: Sequence[bytes], index: int) -> list[str]:

@@ -20,6 +20,7 @@ from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
 from dlm_git.base.spec import BaseSpec, parse_base_spec
 from dlm_git.base.tiny import SPEC_FILE, ensure_tiny_base, tiny_dir, tiny_spec_hash
 from dlm_git.hashing import (
+    TensorDigest,
     canonical_json_sha256,
     digest_safetensors,
     sha256_file,
@@ -162,7 +163,7 @@ def tokenizer_sha256(path: Path) -> str:
 
 def base_identity(path: Path, revision: str | None) -> BaseIdentity:
     files = weight_files(path)
-    digests = []
+    digests: list[TensorDigest] = []
     for f in files:
         digests.extend(digest_safetensors(f).tensors)
     try:

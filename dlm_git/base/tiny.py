@@ -10,6 +10,7 @@ so a reader never sees a half-built base.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -53,12 +54,20 @@ def corpus_text() -> str:
     return resources.files("dlm_git.base").joinpath("data/tiny_corpus.txt").read_text("utf-8")
 
 
+@functools.cache
+def _dist_version(name: str) -> str:
+    """A library's installed version, read from its metadata: importing torch and
+    transformers just to name the cache directory would cost `show` seconds."""
+    from importlib import import_module, metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return str(import_module(name).__version__)
+
+
 def tiny_spec() -> dict[str, Any]:
     """Everything that determines the tiny base's bytes."""
-    import tokenizers
-    import torch
-    import transformers
-
     return {
         "name": "builtin:tiny",
         "spec_version": TINY_SPEC_VERSION,
@@ -68,9 +77,9 @@ def tiny_spec() -> dict[str, Any]:
         "model": {"architecture": "LlamaForCausalLM", **MODEL_CONFIG},
         "init_seed": INIT_SEED,
         "versions": {
-            "tokenizers": tokenizers.__version__,
-            "torch": torch.__version__.split("+")[0],
-            "transformers": transformers.__version__,
+            "tokenizers": _dist_version("tokenizers"),
+            "torch": _dist_version("torch").split("+")[0],
+            "transformers": _dist_version("transformers"),
         },
     }
 

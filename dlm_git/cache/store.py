@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm_git.cache.entry import CorruptEntry, decode_entry, encode_entry
+from dlm_git.cache.entry import CorruptEntry, decode_entry
 from dlm_git.hashing import sha256_text
 from dlm_git.train.tokenize import Sequence
 
@@ -106,29 +106,33 @@ class TokenCache:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.entries_dir = self.root / ENTRIES_DIR
+        self._entries = str(self.entries_dir)
         self.corrupt = 0
 
     # --- entries (no lock needed) ---------------------------------------------------------
 
     def path_of(self, key: str) -> Path:
-        return self.entries_dir / key[:2] / f"{key}{SUFFIX}"
+        return Path(self._path(key))
 
-    def get(self, key: str, row_id: str) -> tuple[list[Sequence], int] | None:
-        """The entry's sequences and its size in bytes, or None (a miss)."""
+    def _path(self, key: str) -> str:
+        return f"{self._entries}/{key[:2]}/{key}{SUFFIX}"
+
+    def get(self, key: str, row_id: str) -> tuple[list[Sequence], bytes, int] | None:
+        """The entry's sequences, the row's leaf hash and the entry's size; None on a miss."""
         try:
-            with open(self.path_of(key), "rb") as fh:
+            with open(self._path(key), "rb") as fh:
                 data = fh.read()
         except OSError:
             return None
         try:
-            return decode_entry(data, key, row_id), len(data)
+            sequences, leaf = decode_entry(data, key, row_id)
         except CorruptEntry:
             self.corrupt += 1
             return None
+        return sequences, leaf, len(data)
 
-    def put(self, key: str, row_id: str, sequences: list[Sequence]) -> int:
-        """Write an entry atomically; returns its size (0 if the write failed)."""
-        data = encode_entry(key, row_id, sequences)
+    def put(self, key: str, data: bytes) -> int:
+        """Write an encoded entry atomically; returns its size (0 if the write failed)."""
         path = self.path_of(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,7 +253,9 @@ class TokenCache:
         if conn is None:
             return CacheStats(0, 0)
         try:
-            n, size = conn.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries").fetchone()
+            n, size = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries"
+            ).fetchone()
         except sqlite3.OperationalError:
             return CacheStats(0, 0)
         finally:
@@ -276,7 +282,12 @@ class TokenCache:
         """Drop entries not used for `older_than_seconds`; sweep orphans. (entries, files)."""
         cutoff = time.time_ns() - int(older_than_seconds * 1e9)
         with self.locked() as conn:
-            keys = [k for (k,) in conn.execute("SELECT key FROM entries WHERE last_access_ns < ?", (cutoff,))]
+            keys = [
+                k
+                for (k,) in conn.execute(
+                    "SELECT key FROM entries WHERE last_access_ns < ?", (cutoff,)
+                )
+            ]
             self._delete(conn, keys)
             swept = self._sweep(conn, everything=False)
         return len(keys), swept

@@ -103,7 +103,9 @@ def clear(
         if not sys.stdin.isatty():
             raise UsageError("cache clear", "refusing to clear without a terminal", "add --force")
         stats = cache.stats()
-        if not typer.confirm(f"Remove {stats.entries} entries ({stats.bytes} bytes) from {cache.root}?"):
+        if not typer.confirm(
+            f"Remove {stats.entries} entries ({stats.bytes} bytes) from {cache.root}?"
+        ):
             typer.echo("nothing removed")
             raise typer.Exit(1)
     removed, swept = cache.clear()

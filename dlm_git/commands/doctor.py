@@ -9,7 +9,9 @@ from dlm_git.output import emit_json
 
 def doctor(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int = typer.Option(0, "--threads", help="CPU threads (default: DLM_GIT_THREADS or 2)."),
+    threads: int = typer.Option(
+        0, "--threads", help="CPU threads (default: DLM_GIT_THREADS or 2)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show what a training run here would record in dlm.lock (tier, class, flags, versions)."""

@@ -34,7 +34,10 @@ def show_report(loaded: LoadedDocument) -> dict[str, Any]:
     cfg = d.frontmatter.training.cache
     cache = TokenCache(default_cache_dir(loaded.repo_root))
     return {
-        "training_cache": {"enabled": cfg.enabled, **cache_summary(cache, d.frontmatter.dlm_id, cfg.max_bytes)},
+        "training_cache": {
+            "enabled": cfg.enabled,
+            **cache_summary(cache, d.frontmatter.dlm_id, cfg.max_bytes),
+        },
         "path": str(d.path),
         "dlm_sha256": d.sha256,
         "frontmatter": d.frontmatter.model_dump(mode="json"),

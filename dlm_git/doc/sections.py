@@ -9,6 +9,7 @@ content of the same type gives the same id (and the same tokens), anything else 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,7 +40,7 @@ class Section:
     def type_name(self) -> str:
         return self.kind if self.adapter is None else f"{self.kind}#{self.adapter}"
 
-    @property
+    @functools.cached_property
     def section_id(self) -> str:
         return section_id(self.type_name, self.content)
 

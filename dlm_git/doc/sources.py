@@ -15,13 +15,16 @@ Invariants:
 from __future__ import annotations
 
 import os
+import posixpath
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pathspec
 
 from dlm_git.doc.errors import SourcesError
-from dlm_git.doc.parser import Document, key_line, normalize_text
+from dlm_git.doc.parser import Document, decode_utf8, key_line, normalize_text
 from dlm_git.doc.schema import SourceSpec
 from dlm_git.doc.sections import Section, source_section
 from dlm_git.hashing import sha256_bytes
@@ -53,19 +56,23 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".pypirc",
     IGNORE_FILE,
 )
-_DEFAULT_SPEC = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
 
 
 @dataclass(frozen=True)
 class SourceFile:
     relpath: str
     """POSIX path relative to the document's directory (the row's identity)."""
-    path: Path
+    abspath: str
+    """Where the file was read (after resolving the directive's root)."""
     size: int
     sha256: str
     """sha256 of the file's raw bytes."""
     text: str
     """Normalized text (BOM stripped, LF)."""
+
+    @property
+    def path(self) -> Path:
+        return Path(self.abspath)
 
     def section(self) -> Section:
         return source_section(self.relpath, self.text)
@@ -99,8 +106,8 @@ def expand_sources(doc: Document, repo_root: Path | None = None) -> ExpandedSour
     training = doc.frontmatter.training
     root = (repo_root or repo_root_of(doc.path)).resolve()
     doc_dir = doc.path.parent.resolve()
-    outputs = {p.resolve() for p in DocLayout(doc_dir / doc.path.name).outputs()}
-    outputs.add(doc.path.resolve())
+    outputs = {os.path.realpath(p) for p in DocLayout(doc_dir / doc.path.name).outputs()}
+    outputs.add(os.path.realpath(doc.path))
     files: list[SourceFile] = []
     skipped: list[SkippedFile] = []
     directives: list[DirectiveResult] = []
@@ -124,8 +131,36 @@ def expand_sources(doc: Document, repo_root: Path | None = None) -> ExpandedSour
     return ExpandedSources(tuple(files), tuple(skipped), tuple(directives))
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or path.is_relative_to(root)
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class _Matcher:
+    """A gitignore-style pattern list (pathspec). Without negations the patterns' regexes
+    are joined into one, so a path costs one regex match instead of one per pattern."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.spec = pathspec.GitIgnoreSpec.from_lines(list(lines))
+        patterns = [p for p in self.spec.patterns if p.include is not None]
+        self.combined: re.Pattern[str] | None = None
+        if all(p.include for p in patterns) and all(
+            isinstance(getattr(p, "regex", None), re.Pattern) for p in patterns
+        ):
+            parts = [p.regex.pattern.replace("(?P<ps_d>", "(") for p in patterns]  # type: ignore[attr-defined]
+            self.combined = re.compile("|".join(f"(?:{part})" for part in parts)) if parts else None
+            self.empty = not parts
+        else:
+            self.empty = False
+
+    def match(self, path: str) -> bool:
+        if self.combined is not None:
+            return self.combined.match(path) is not None
+        if self.empty:
+            return False
+        return bool(self.spec.match_file(path))
+
+
+_DEFAULT = _Matcher(DEFAULT_EXCLUDES)
 
 
 def _expand_one(
@@ -135,76 +170,71 @@ def _expand_one(
     doc_dir: Path,
     repo_root: Path,
     strict: bool,
-    outputs: set[Path],
+    outputs: set[str],
 ) -> tuple[list[SourceFile], list[SkippedFile]]:
     line = key_line(doc.frontmatter_text, ("training", "sources", index, "path"))
-    base = Path(os.path.normpath(doc_dir / spec.path))
-    base_rel = PurePosixPath(Path(os.path.relpath(base, doc_dir)).as_posix())
-    resolved = base.resolve()
-    if strict and not _inside(resolved, repo_root):
+    base = os.path.normpath(os.path.join(doc_dir, spec.path))
+    base_rel = Path(os.path.relpath(base, doc_dir)).as_posix()
+    resolved = os.path.realpath(base)
+    root = str(repo_root)
+    if strict and not _inside(resolved, root):
         raise SourcesError(
             doc.path,
             f"training.sources[{index}].path '{spec.path}' resolves outside the repository",
             line=line,
             hint="keep sources inside the repository, or set training.sources_policy: permissive",
         )
-    if not resolved.exists():
+    if not os.path.exists(resolved):
         raise SourcesError(
             doc.path,
             f"training.sources[{index}].path '{spec.path}' does not exist",
             line=line,
             hint="fix the path (it is relative to the document's directory)",
         )
-    if resolved.is_file():
-        candidates = [(PurePosixPath(base.name), base)]
-        base_rel = base_rel.parent
-        ignore = None
+    candidates: list[tuple[str, str, bool, bool]] = []  # rel, full, is_symlink, is_regular
+    ignore: _Matcher | None = None
+    if os.path.isfile(resolved):
+        candidates.append((os.path.basename(base), resolved, False, True))
+        base_rel = posixpath.dirname(base_rel) or "."
     else:
-        ignore_path = base / IGNORE_FILE
-        ignore = (
-            pathspec.GitIgnoreSpec.from_lines(ignore_path.read_text("utf-8").splitlines())
-            if ignore_path.is_file()
-            else None
-        )
-        candidates = []
-    include = pathspec.GitIgnoreSpec.from_lines(spec.include)
-    exclude = pathspec.GitIgnoreSpec.from_lines(spec.exclude)
+        ignore_path = Path(resolved) / IGNORE_FILE
+        if ignore_path.is_file():
+            text = normalize_text(decode_utf8(ignore_path.read_bytes(), ignore_path))
+            ignore = _Matcher(text.split("\n"))
+    include = _Matcher(spec.include)
+    exclude = _Matcher(spec.exclude)
     skipped: list[SkippedFile] = []
+    prefix = "" if base_rel == "." else base_rel + "/"
 
-    def rel_of(rel: PurePosixPath) -> str:
-        return PurePosixPath(os.path.normpath(base_rel / rel)).as_posix()
-
-    if resolved.is_dir():
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            here = Path(dirpath)
-            keep_dirs = []
-            for name in dirnames:
-                rel = PurePosixPath((here / name).relative_to(base).as_posix())
-                reason = _dir_reason(rel, here / name, ignore, exclude, outputs)
-                if reason is None:
-                    keep_dirs.append(name)
-                else:
-                    skipped.append(SkippedFile(rel_of(rel) + "/", reason))
-            dirnames[:] = keep_dirs
-            for name in filenames:
-                full = here / name
-                candidates.append((PurePosixPath(full.relative_to(base).as_posix()), full))
-    candidates.sort(key=lambda item: item[0].as_posix())
+    if os.path.isdir(resolved):
+        candidates.extend(_walk(resolved, "", ignore, exclude, outputs, prefix, skipped))
+    candidates.sort()
 
     files: list[SourceFile] = []
-    for rel, full in candidates:
-        relpath = rel_of(rel)
-        reason = _file_reason(rel, full, include, exclude, ignore, outputs, repo_root, strict)
+    for rel, full, link, regular in candidates:
+        relpath = prefix + rel
+        reason = _file_reason(
+            rel, full, link, regular, include, exclude, ignore, outputs, root, strict
+        )
         if reason is None and len(files) >= spec.max_files:
             reason = f"beyond max_files ({spec.max_files})"
-        if reason is None:
-            size = full.stat().st_size
-            if size > spec.max_bytes_per_file:
-                reason = f"over max_bytes_per_file ({size} > {spec.max_bytes_per_file} bytes)"
         if reason is not None:
             skipped.append(SkippedFile(relpath, reason))
             continue
-        data = full.read_bytes()
+        try:
+            with open(full, "rb") as fh:
+                data = fh.read(spec.max_bytes_per_file + 1)
+        except OSError as exc:
+            skipped.append(SkippedFile(relpath, f"unreadable ({exc.strerror})"))
+            continue
+        if len(data) > spec.max_bytes_per_file:
+            size = os.path.getsize(full)
+            skipped.append(
+                SkippedFile(
+                    relpath, f"over max_bytes_per_file ({size} > {spec.max_bytes_per_file} bytes)"
+                )
+            )
+            continue
         if b"\x00" in data[:BINARY_SNIFF_BYTES]:
             skipped.append(SkippedFile(relpath, "binary (NUL byte in the first KiB)"))
             continue
@@ -214,57 +244,96 @@ def _expand_one(
             skipped.append(SkippedFile(relpath, "invalid UTF-8"))
             continue
         files.append(SourceFile(relpath, full, len(data), sha256_bytes(data), normalize_text(text)))
+    # os.walk yields directories in file-system order; the report must not depend on it
+    skipped.sort(key=lambda s: s.relpath)
     return files, skipped
 
 
+def _walk(
+    directory: str,
+    rel_dir: str,
+    ignore: _Matcher | None,
+    exclude: _Matcher,
+    outputs: set[str],
+    prefix: str,
+    skipped: list[SkippedFile],
+) -> list[tuple[str, str, bool, bool]]:
+    """(relpath under the directive root, full path, is symlink, is regular file) of every
+    file, pruning skipped directories.
+
+    Symlinked directories are never entered, so every path below a real directory is real."""
+    found: list[tuple[str, str, bool, bool]] = []
+    with os.scandir(directory) as it:
+        entries = list(it)
+    for entry in entries:
+        rel = rel_dir + entry.name
+        if entry.is_dir(follow_symlinks=False):
+            reason = _dir_reason(rel, entry.path, ignore, exclude, outputs)
+            if reason is None:
+                found.extend(
+                    _walk(entry.path, rel + "/", ignore, exclude, outputs, prefix, skipped)
+                )
+            else:
+                skipped.append(SkippedFile(prefix + rel + "/", reason))
+        elif entry.is_symlink() and os.path.isdir(entry.path):
+            skipped.append(SkippedFile(prefix + rel + "/", "symlinked directory (not followed)"))
+        else:
+            link = entry.is_symlink()
+            found.append((rel, entry.path, link, not link and entry.is_file(follow_symlinks=False)))
+    return found
+
+
 def _dir_reason(
-    rel: PurePosixPath,
-    full: Path,
-    ignore: pathspec.GitIgnoreSpec | None,
-    exclude: pathspec.GitIgnoreSpec,
-    outputs: set[Path],
+    rel: str,
+    full: str,
+    ignore: _Matcher | None,
+    exclude: _Matcher,
+    outputs: set[str],
 ) -> str | None:
-    probe = rel.as_posix() + "/"
-    if full.is_symlink():
-        return "symlinked directory (not followed)"
-    if full.resolve() in outputs:
+    probe = rel + "/"
+    if full in outputs:
         return "the document itself or one of its outputs"
-    if _DEFAULT_SPEC.match_file(probe):
+    if _DEFAULT.match(probe):
         return "default exclude"
-    if ignore is not None and ignore.match_file(probe):
+    if ignore is not None and ignore.match(probe):
         return f"matched by {IGNORE_FILE}"
-    if exclude.match_file(probe):
+    if exclude.match(probe):
         return "matched by exclude"
     return None
 
 
 def _file_reason(
-    rel: PurePosixPath,
-    full: Path,
-    include: pathspec.GitIgnoreSpec,
-    exclude: pathspec.GitIgnoreSpec,
-    ignore: pathspec.GitIgnoreSpec | None,
-    outputs: set[Path],
-    repo_root: Path,
+    rel: str,
+    full: str,
+    link: bool,
+    regular: bool,
+    include: _Matcher,
+    exclude: _Matcher,
+    ignore: _Matcher | None,
+    outputs: set[str],
+    repo_root: str,
     strict: bool,
 ) -> str | None:
-    probe = rel.as_posix()
-    resolved = full.resolve()
-    if resolved in outputs:
+    """Why a file found while walking is not taken (None: take it).
+
+    `full` lies under the directive's resolved root and no directory on the way is a
+    symlink (the walk does not follow them), so only a symlinked file can lead elsewhere."""
+    real = os.path.realpath(full) if link else full
+    if real in outputs:
         return "the document itself or one of its outputs"
-    if _DEFAULT_SPEC.match_file(probe):
+    if _DEFAULT.match(rel):
         return "default exclude"
-    if ignore is not None and ignore.match_file(probe):
+    if ignore is not None and ignore.match(rel):
         return f"matched by {IGNORE_FILE}"
-    if exclude.match_file(probe):
+    if exclude.match(rel):
         return "matched by exclude"
-    if not include.match_file(probe):
+    if not include.match(rel):
         return "not matched by include"
-    if full.is_symlink():
-        if strict and not _inside(resolved, repo_root):
+    if link:
+        if strict and not _inside(real, repo_root):
             return "symlink resolves outside the repository"
-        if not resolved.is_file():
+        if not os.path.isfile(real):
             return "symlink to a non-file"
-    elif not full.is_file():
+    elif not regular:
         return "not a regular file"
     return None

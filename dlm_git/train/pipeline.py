@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlm_git.base.resolve import ResolvedBase
+from dlm_git.cache.entry import encode_entry
 from dlm_git.cache.store import TokenCache, default_cache_dir, entry_key
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.train.rows import build_rows
@@ -50,6 +51,7 @@ def tokenize_document(
     tok_sha = resolved.identity.tokenizer_sha256
     started = time.perf_counter()
     sequences: list[Sequence] = []
+    leaves: list[bytes] = []
     used: dict[str, int] = {}
     written: dict[str, int] = {}
     hits = misses = 0
@@ -57,14 +59,16 @@ def tokenize_document(
         key = entry_key(row.row_id, tok_sha, seq_len)
         found = cache.get(key, row.row_id) if cache is not None else None
         if found is not None:
-            seqs, used[key] = found
+            seqs, leaf, used[key] = found
             hits += 1
         else:
             seqs = tokenizer.tokenize(row)
             misses += 1
+            data, leaf = encode_entry(key, row.row_id, seqs)
             if cache is not None:
-                written[key] = cache.put(key, row.row_id, seqs)
+                written[key] = cache.put(key, data)
         sequences.extend(seqs)
+        leaves.append(leaf)
     seconds = time.perf_counter() - started
     stats = None
     if cache is not None:
@@ -83,7 +87,7 @@ def tokenize_document(
         stats = {"path": str(cache.root), **run.to_json()}
     return TokenizeResult(
         sequences=sequences,
-        stream_root=token_stream_root(sequences),
+        stream_root=token_stream_root(leaves),
         rows=len(rows),
         tokens=sum(len(s.input_ids) for s in sequences),
         template_kind="chat_template" if has_template else "plain",

@@ -283,11 +283,12 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     layout = loaded.layout
     if options.lock_mode == "update" and _corrupt(layout.lock):
         # Accepting over a corrupt lock binds the acceptance to the exact bytes replaced.
-        lock, warnings = current.model_copy(update={"supersedes": sha256_file(layout.lock)}), []
+        lock = current.model_copy(update={"supersedes": sha256_file(layout.lock)})
+        lock_warnings: list[Finding] = []
     else:
         prior = read_lock(layout.lock)
-        lock, warnings = validate_lock(prior, current, options.lock_mode, str(layout.lock))
-    for f in warnings:
+        lock, lock_warnings = validate_lock(prior, current, options.lock_mode, str(layout.lock))
+    for f in lock_warnings:
         sys.stderr.write(f"{layout.lock}: WARN {f.describe()}\n")
 
     from dlm_git.train.pipeline import tokenize_document
@@ -455,7 +456,7 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
         lock=lock,
         lock_written=lock_written,
         manifest=manifest,
-        warnings=warnings,
+        warnings=lock_warnings,
         run_record=run_record,
     )
 

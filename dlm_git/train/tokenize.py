@@ -3,23 +3,24 @@
 Invariants:
 - Tokenization of a row depends only on (row, tokenizer state, sequence_len); the result
   is a list of `Sequence`s (input ids and labels, -100 where no loss is taken).
-- The token stream root is the Merkle root over the sequences in canonical order (rows in
-  document order, windows in order); a leaf is
-  `row_id || 0x00 || u32le(n) || input_ids as i32le || labels as i32le`.
+- The token stream root is the Merkle root with one leaf per row, rows in document order:
+  `row_id || 0x00 || payload`, where `payload` is
+  `u32le(count) || count x u32le(length) || all input_ids i32le || all labels i32le`
+  over the row's sequences (windows) in order. The token cache stores exactly `payload`
+  and checks it against this leaf hash, so a cache hit costs one hash and no re-encoding.
 - Tokens are stored as safetensors + canonical JSON, never pickle.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dlm_git.hashing import canonical_json, merkle_root
+from dlm_git.hashing import canonical_json, merkle_leaf_hash, merkle_root_from_leaf_hashes
 from dlm_git.train.rows import PLAIN_SYSTEM, PLAIN_TEMPLATE, Row
 
 IGNORE_INDEX = -100
@@ -32,17 +33,6 @@ class Sequence:
     row_id: str
     input_ids: np.ndarray  # int32, 1-D
     labels: np.ndarray  # int32, 1-D, IGNORE_INDEX where masked
-
-    def leaf(self) -> bytes:
-        ids = np.ascontiguousarray(self.input_ids, dtype="<i4").tobytes()
-        labels = np.ascontiguousarray(self.labels, dtype="<i4").tobytes()
-        return (
-            self.row_id.encode("ascii")
-            + b"\x00"
-            + struct.pack("<I", len(self.input_ids))
-            + ids
-            + labels
-        )
 
 
 class RowTokenizer:
@@ -132,7 +122,9 @@ def has_chat_template_files(base_path: Path) -> bool:
     """Whether the base ships a chat template, decided from its files (no tokenizer load)."""
     import json
 
-    if (base_path / "chat_template.jinja").is_file() or (base_path / "chat_template.json").is_file():
+    if (base_path / "chat_template.jinja").is_file() or (
+        base_path / "chat_template.json"
+    ).is_file():
         return True
     config = base_path / "tokenizer_config.json"
     if config.is_file():
@@ -140,8 +132,24 @@ def has_chat_template_files(base_path: Path) -> bool:
     return False
 
 
-def token_stream_root(sequences: Iterable[Sequence]) -> str:
-    return merkle_root([s.leaf() for s in sequences])
+def row_payload(sequences: list[Sequence]) -> bytes:
+    """The canonical encoding of one row's sequences (see the module docstring)."""
+    lengths = np.asarray([len(s.input_ids) for s in sequences], dtype="<u4")
+    if sequences:
+        ids = np.concatenate([s.input_ids for s in sequences]).astype("<i4", copy=False)
+        labels = np.concatenate([s.labels for s in sequences]).astype("<i4", copy=False)
+    else:
+        ids = labels = np.zeros(0, dtype="<i4")
+    return struct.pack("<I", len(sequences)) + lengths.tobytes() + ids.tobytes() + labels.tobytes()
+
+
+def row_leaf_hash(row_id: str, payload: bytes | memoryview) -> bytes:
+    return merkle_leaf_hash(row_id.encode("ascii"), b"\x00", payload)
+
+
+def token_stream_root(leaf_hashes: list[bytes]) -> str:
+    """Merkle root over per-row leaf hashes (`row_leaf_hash`), rows in document order."""
+    return merkle_root_from_leaf_hashes(leaf_hashes)
 
 
 def save_tokens(directory: Path, sequences: list[Sequence], info: dict[str, Any]) -> None:

@@ -1,0 +1,142 @@
+"""Benchmark: tokenize step with a cold vs a warm token cache, against a read+hash floor.
+
+Generates a corpus of N text files (default 1,000; `--files 10000` for the big run) in a
+temp git repository, a `.dlm` that pulls it in through `training.sources`, then in ONE
+process times:
+  cold   load the document + tokenize every row (empty cache; tokenizer loaded)
+  warm   the same again (every row a cache hit)
+  floor  walk the corpus, read every file and sha256 it (nothing else)
+Imports (torch, transformers) and the tiny base build are done before any timing.
+Prints each (best of --repeat), the cold/warm ratio (target >= 20x) and warm/floor
+(target <= 2x). Not a test: it always exits 0.
+
+Run: .venv/bin/python benchmarks/token_cache.py [--files N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+WORDS = (
+    "adapter lock manifest hash tensor seed thread replay verify commit tree blob cache "
+    "token sequence window prose answer question source document base model revision "
+    "determinism pipeline stage output input digest merkle root proof chain boundary step"
+).split()
+
+DOC = """---
+dlm_id: 01M800GRBP0GEV3WAMXAHDD42B
+base_model: builtin:tiny
+training:
+  sequence_len: 256
+  sources:
+    - path: corpus
+      include: ["*.md"]
+---
+
+# Benchmark corpus
+
+::instruction::
+### Q
+What is cached?
+
+### A
+Tokenized rows, keyed by row id, tokenizer and sequence length.
+"""
+
+
+def make_corpus(root: Path, files: int, seed: int = 7) -> int:
+    rng = random.Random(seed)
+    total = 0
+    for i in range(files):
+        sub = root / "corpus" / f"d{i % 32:02d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for _ in range(rng.randint(20, 60)):
+            lines.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 14))) + ".")
+        text = f"# File {i}\n\n" + "\n".join(lines) + "\n"
+        (sub / f"f{i:05d}.md").write_text(text, encoding="utf-8")
+        total += len(text)
+    return total
+
+
+def read_and_hash(corpus: Path) -> float:
+    started = time.perf_counter()
+    for dirpath, dirnames, filenames in os.walk(corpus):
+        dirnames.sort()
+        for name in sorted(filenames):
+            with open(os.path.join(dirpath, name), "rb") as fh:
+                hashlib.sha256(fh.read()).hexdigest()
+    return time.perf_counter() - started
+
+
+def tokenize_once(doc_dir: Path, use_cache: bool) -> tuple[float, dict[str, object] | None, str]:
+    from dlm_git.base.resolve import resolve_base
+    from dlm_git.doc.load import load_document
+    from dlm_git.train.pipeline import tokenize_document
+
+    started = time.perf_counter()
+    loaded = load_document(doc_dir)
+    base = resolve_base(loaded.doc.frontmatter.base_model, loaded.doc.directory, loaded.repo_root)
+    result = tokenize_document(loaded, base, use_cache=use_cache)
+    return time.perf_counter() - started, result.cache_stats, result.stream_root
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    import torch  # noqa: F401  (imports are not what we measure)
+    import transformers  # noqa: F401
+
+    from dlm_git.base.tiny import ensure_tiny_base
+
+    ensure_tiny_base()
+    work = Path(tempfile.mkdtemp(prefix="dlm-bench-cache-"))
+    try:
+        subprocess.run(["git", "init", "-q", str(work)], check=True)
+        size = make_corpus(work / "doc", args.files)
+        (work / "doc" / "bench.dlm").write_text(DOC, encoding="utf-8")
+        cache_dir = work / "cache"
+        os.environ["DLM_GIT_CACHE_DIR"] = str(cache_dir)
+        doc_dir = work / "doc"
+        read_and_hash(doc_dir / "corpus")  # page cache warm for everyone
+
+        colds, warms, floors = [], [], []
+        roots = set()
+        for _ in range(args.repeat):
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            t, stats, root = tokenize_once(doc_dir, use_cache=True)
+            colds.append(t)
+            roots.add(root)
+            assert stats is not None and stats["hits"] == 0
+            t, stats, root = tokenize_once(doc_dir, use_cache=True)
+            warms.append(t)
+            roots.add(root)
+            assert stats is not None and stats["misses"] == 0
+            floors.append(read_and_hash(doc_dir / "corpus"))
+        assert len(roots) == 1, "cached and uncached token streams differ"
+        cold, warm, floor = min(colds), min(warms), min(floors)
+        print(f"corpus: {args.files} files, {size / 1e6:.1f} MB of text")
+        print(f"cold  (empty cache, tokenize all) {cold * 1000:9.1f} ms")
+        print(f"warm  (all hits)                  {warm * 1000:9.1f} ms")
+        print(f"floor (walk + read + sha256)      {floor * 1000:9.1f} ms")
+        ratio = cold / warm
+        over = warm / floor
+        print(f"cold/warm  {ratio:6.1f}x   target >= 20x  {'PASS' if ratio >= 20 else 'FAIL'}")
+        print(f"warm/floor {over:6.2f}x   target <= 2x   {'PASS' if over <= 2 else 'FAIL'}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
