@@ -1,7 +1,7 @@
 """Base of every error dlm-git reports to a user.
 
 Invariant: a `DlmGitError` is a *user* error. The CLI prints it as one line
-`subject: message` (plus an optional `hint:` line) and exits with `exit_code`,
+`subject: message (hint: ...)` and exits with `exit_code`,
 never with a traceback. Anything else that escapes is a bug and keeps its traceback.
 """
 

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
 from dlm_git.base.spec import BaseSpec, parse_base_spec
-from dlm_git.base.tiny import SPEC_FILE, ensure_tiny_base, tiny_dir, tiny_spec_hash
+from dlm_git.base.tiny import (
+    SPEC_FILE,
+    check_tiny_dir,
+    ensure_tiny_base,
+    tiny_dir,
+    tiny_spec_hash,
+)
 from dlm_git.hashing import (
     TensorDigest,
     canonical_json_sha256,
@@ -109,10 +115,15 @@ def locate_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> Loc
     return LocatedBase(spec, candidates[0], False, None, "local directory does not exist")
 
 
-def resolve_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> ResolvedBase:
+def resolve_base(
+    value: str, doc_dir: Path, repo_root: Path | None = None, tiny_dir: Path | None = None
+) -> ResolvedBase:
     located = locate_base(value, doc_dir, repo_root)
     spec = located.spec
-    if spec.kind == "builtin":
+    if spec.kind == "builtin" and tiny_dir is not None:
+        check_tiny_dir(tiny_dir)
+        path = tiny_dir
+    elif spec.kind == "builtin":
         path = ensure_tiny_base()
     elif not located.available or located.path is None:
         raise BaseNotAvailableError("base_model", _missing_message(located), _fetch_hint(located))

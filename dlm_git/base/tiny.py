@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from dlm_git.fsutil import DIR_MODE, atomic_write_bytes, fsync_dir
+from dlm_git.fsutil import DIR_MODE, FILE_MODE, atomic_write_bytes, fsync_dir
 from dlm_git.hashing import canonical_json, canonical_json_sha256, sha256_bytes
 
 TINY_SPEC_VERSION = 1
@@ -99,6 +99,20 @@ def default_base_cache() -> Path:
 
 def tiny_dir(cache_root: Path | None = None) -> Path:
     return (cache_root or default_base_cache()) / f"tiny-{tiny_spec_hash()}"
+
+
+def check_tiny_dir(directory: Path) -> None:
+    """Refuse a tiny-base directory built from another spec (or not built at all)."""
+    from dlm_git.base.errors import BaseNotAvailableError
+
+    spec_file = Path(directory) / SPEC_FILE
+    hint = f"rebuild it: dlm-git base build --out {directory} (or `dvc repro base`)"
+    if not spec_file.is_file():
+        raise BaseNotAvailableError(str(directory), "no built tiny base here", hint)
+    if spec_file.read_bytes() != canonical_json(tiny_spec()):
+        raise BaseNotAvailableError(
+            str(directory), "tiny base was built from another spec (library versions?)", hint
+        )
 
 
 def ensure_tiny_base(cache_root: Path | None = None) -> Path:
@@ -192,3 +206,5 @@ def _write_model(directory: Path) -> None:
     finally:
         torch.random.set_rng_state(state)
     model.save_pretrained(str(directory), safe_serialization=True)
+    for path in directory.iterdir():
+        os.chmod(path, FILE_MODE)

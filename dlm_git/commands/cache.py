@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from dlm_git.cache.store import TokenCache, default_cache_dir
 from dlm_git.errors import UsageError
 from dlm_git.output import emit_json
+
+if TYPE_CHECKING:
+    from dlm_git.cache.store import TokenCache
 
 cache_app = typer.Typer(
     help="Inspect, prune or clear the tokenized-section cache.",
@@ -33,6 +36,7 @@ def parse_duration(text: str) -> float:
 
 def _cache_for(doc: Path) -> tuple[TokenCache, str, int, int]:
     """The cache a document uses, its dlm_id, max_bytes and prune default (days)."""
+    from dlm_git.cache.store import TokenCache, default_cache_dir
     from dlm_git.doc.load import load_document
 
     loaded = load_document(doc)

@@ -8,8 +8,6 @@ from typing import Any
 import typer
 
 from dlm_git.base.resolve import locate_base
-from dlm_git.cache.store import TokenCache, default_cache_dir
-from dlm_git.commands.cache import cache_summary
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.output import console, emit_json
 
@@ -30,6 +28,9 @@ def show(
 def show_report(loaded: LoadedDocument) -> dict[str, Any]:
     d = loaded.doc
     located = locate_base(d.frontmatter.base_model, d.directory, loaded.repo_root)
+    from dlm_git.cache.store import TokenCache, default_cache_dir
+    from dlm_git.commands.cache import cache_summary
+
     rows = loaded.rows
     cfg = d.frontmatter.training.cache
     cache = TokenCache(default_cache_dir(loaded.repo_root))

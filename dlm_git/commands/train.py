@@ -27,6 +27,12 @@ def train(
     accept_license: bool = typer.Option(
         False, "--accept-license", help="Accept the base model's license (recorded in the lock)."
     ),
+    tiny_dir: Path = typer.Option(
+        None, "--tiny-dir", help="Use this directory as the built-in tiny base."
+    ),
+    lock_mode: str = typer.Option(
+        "", "--lock-mode", help="default, strict, update or ignore (same as the flags)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
@@ -38,6 +44,15 @@ def train(
         for m, on in (("strict", strict_lock), ("update", update_lock), ("ignore", ignore_lock))
         if on
     ]
+    if lock_mode:
+        if lock_mode not in ("default", "strict", "update", "ignore"):
+            raise UsageError(
+                "train",
+                f"unknown --lock-mode '{lock_mode}'",
+                "use default, strict, update or ignore",
+            )
+        if lock_mode != "default":
+            modes.append(lock_mode)
     if len(modes) > 1:
         raise UsageError(
             "train", "--strict-lock, --update-lock and --ignore-lock are mutually exclusive"
@@ -53,6 +68,7 @@ def train(
         threads=threads or None,
         accept_license=accept_license,
         quiet=quiet or as_json,
+        tiny_dir=tiny_dir,
     )
     outcome = run_train(doc, options)
     m = outcome.manifest

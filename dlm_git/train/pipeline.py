@@ -18,7 +18,15 @@ from dlm_git.cache.entry import encode_entry
 from dlm_git.cache.store import TokenCache, default_cache_dir, entry_key
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.train.rows import build_rows
-from dlm_git.train.tokenize import RowTokenizer, Sequence, token_stream_root
+from dlm_git.manifest.records import sources_record
+from dlm_git.train.tokenize import (
+    TOKENS_INDEX,
+    RowTokenizer,
+    Sequence,
+    load_tokens,
+    save_tokens,
+    token_stream_root,
+)
 
 
 @dataclass
@@ -30,7 +38,10 @@ class TokenizeResult:
     template_kind: str
     skipped_preference: int
     tokenizer: RowTokenizer
+    row_counts: list[tuple[str, int]]
     cache_stats: dict[str, Any] | None = field(default=None)
+    source: str = "tokenized"
+    """"tokenized" (through the cache or not) or "tokens-dir" (read from `tokens/`)."""
 
     @property
     def pad_id(self) -> int:
@@ -52,6 +63,7 @@ def tokenize_document(
     started = time.perf_counter()
     sequences: list[Sequence] = []
     leaves: list[bytes] = []
+    row_counts: list[tuple[str, int]] = []
     used: dict[str, int] = {}
     written: dict[str, int] = {}
     hits = misses = 0
@@ -69,6 +81,7 @@ def tokenize_document(
                 written[key] = cache.put(key, data)
         sequences.extend(seqs)
         leaves.append(leaf)
+        row_counts.append((row.row_id, len(seqs)))
     seconds = time.perf_counter() - started
     stats = None
     if cache is not None:
@@ -93,5 +106,62 @@ def tokenize_document(
         template_kind="chat_template" if has_template else "plain",
         skipped_preference=skipped_pref,
         tokenizer=tokenizer,
+        row_counts=row_counts,
         cache_stats=stats,
     )
+
+
+def tokens_key(loaded: LoadedDocument, resolved: ResolvedBase) -> dict[str, Any]:
+    """What a `tokens/` directory must have been made from to be reused as is."""
+    return {
+        "dlm_id": loaded.doc.frontmatter.dlm_id,
+        "dlm_sha256": loaded.doc.sha256,
+        "sources_root": sources_record(
+            (f.relpath, f.sha256, f.size) for f in loaded.sources.files
+        ).merkle_root,
+        "tokenizer_sha256": resolved.identity.tokenizer_sha256,
+        "base_tensor_root": resolved.identity.tensor_root,
+        "sequence_len": loaded.doc.frontmatter.training.sequence_len,
+    }
+
+
+def write_tokens(loaded: LoadedDocument, resolved: ResolvedBase, result: TokenizeResult) -> None:
+    save_tokens(
+        loaded.layout.tokens,
+        result.sequences,
+        result.row_counts,
+        {
+            "key": tokens_key(loaded, resolved),
+            "stream_root": result.stream_root,
+            "template": result.template_kind,
+            "skipped_preference": result.skipped_preference,
+            "sequences": len(result.sequences),
+            "tokens": result.tokens,
+        },
+    )
+
+
+def load_or_tokenize(
+    loaded: LoadedDocument, resolved: ResolvedBase, *, use_cache: bool = True
+) -> TokenizeResult:
+    """Reuse `tokens/` when it was made from exactly these inputs, else tokenize."""
+    directory = loaded.layout.tokens
+    if (directory / TOKENS_INDEX).is_file():
+        try:
+            sequences, leaves, index = load_tokens(directory)
+        except (ValueError, KeyError, OSError):
+            index = None
+        if index is not None and index.get("key") == tokens_key(loaded, resolved):
+            fm = loaded.doc.frontmatter
+            return TokenizeResult(
+                sequences=sequences,
+                stream_root=index["stream_root"],
+                rows=len(leaves),
+                tokens=sum(len(s.input_ids) for s in sequences),
+                template_kind=index["template"],
+                skipped_preference=int(index["skipped_preference"]),
+                tokenizer=RowTokenizer(resolved.path, fm.system_prompt, fm.training.sequence_len),
+                row_counts=[(r, int(n)) for r, n in index["rows"]],
+                source="tokens-dir",
+            )
+    return tokenize_document(loaded, resolved, use_cache=use_cache)

@@ -69,6 +69,8 @@ class TrainOptions:
     accept_license: bool = False
     quiet: bool = False
     segment_every: int | None = None
+    tiny_dir: Path | None = None
+    """Use this directory as the built-in tiny base (the pipeline's `base` stage output)."""
 
 
 @dataclass
@@ -272,7 +274,9 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     loaded = load_document(target)
     fm = loaded.doc.frontmatter
     training = fm.training
-    resolved = resolve_base(fm.base_model, loaded.doc.directory, loaded.repo_root)
+    resolved = resolve_base(
+        fm.base_model, loaded.doc.directory, loaded.repo_root, tiny_dir=options.tiny_dir
+    )
     device = select_device(options.device)
     threads = options.threads or default_threads()
     apply_determinism(training.seed, device, threads)
@@ -291,12 +295,13 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     for f in lock_warnings:
         sys.stderr.write(f"{layout.lock}: WARN {f.describe()}\n")
 
-    from dlm_git.train.pipeline import tokenize_document
+    from dlm_git.train.pipeline import load_or_tokenize, tokenize_document
 
     t_tok = time.perf_counter()
-    tok = tokenize_document(
-        loaded, resolved, use_cache=options.use_cache and training.cache.enabled
-    )
+    if options.use_cache:
+        tok = load_or_tokenize(loaded, resolved, use_cache=training.cache.enabled)
+    else:  # --no-cache: tokenize from scratch, touching neither the cache nor tokens/
+        tok = tokenize_document(loaded, resolved, use_cache=False)
     t_tok = time.perf_counter() - t_tok
     if not tok.sequences:
         raise TrainError(
@@ -445,6 +450,7 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
         "train_seconds": round(t_train, 3),
         "tokens_per_second": round(result.tokens / t_train, 1) if t_train > 0 else None,
         "cache": tok.cache_stats,
+        "tokens_source": tok.source,
         "cpu_model": hw.details.get("cpu_model"),
         "host_python": platform.python_version(),
     }

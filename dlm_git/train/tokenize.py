@@ -152,45 +152,60 @@ def token_stream_root(leaf_hashes: list[bytes]) -> str:
     return merkle_root_from_leaf_hashes(leaf_hashes)
 
 
-def save_tokens(directory: Path, sequences: list[Sequence], info: dict[str, Any]) -> None:
-    """Write sequences as one safetensors file + a canonical JSON index, atomically."""
+def save_tokens(
+    directory: Path,
+    sequences: list[Sequence],
+    row_counts: list[tuple[str, int]],
+    info: dict[str, Any],
+) -> None:
+    """Write sequences as one safetensors file + a canonical JSON index (atomic writes)."""
     from safetensors.numpy import save
 
     from dlm_git.fsutil import atomic_write_bytes
 
-    lengths = np.asarray([len(s.input_ids) for s in sequences], dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int32)
     tensors = {
         "input_ids": np.concatenate([s.input_ids for s in sequences]).astype(np.int32)
         if sequences
-        else np.zeros(0, dtype=np.int32),
+        else empty,
         "labels": np.concatenate([s.labels for s in sequences]).astype(np.int32)
         if sequences
-        else np.zeros(0, dtype=np.int32),
-        "lengths": lengths,
+        else empty,
+        "lengths": np.asarray([len(s.input_ids) for s in sequences], dtype=np.int64),
     }
-    index = {**info, "row_ids": [s.row_id for s in sequences]}
+    index = {**info, "rows": [[row_id, n] for row_id, n in row_counts]}
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(directory / TOKENS_FILE, save(tensors, metadata={"format": "np"}))
     atomic_write_bytes(directory / TOKENS_INDEX, canonical_json(index))
 
 
-def load_tokens(directory: Path) -> tuple[list[Sequence], dict[str, Any]]:
+def load_tokens(directory: Path) -> tuple[list[Sequence], list[bytes], dict[str, Any]]:
+    """Sequences, per-row leaf hashes and the index of a tokens directory.
+
+    Raises ValueError if the files are inconsistent with each other."""
     import json
 
     from safetensors.numpy import load_file
 
     index = json.loads((directory / TOKENS_INDEX).read_text("utf-8"))
     arrays = load_file(str(directory / TOKENS_FILE))
-    lengths = arrays["lengths"]
-    sequences = []
-    offset = 0
-    for row_id, n in zip(index["row_ids"], lengths.tolist(), strict=True):
-        sequences.append(
-            Sequence(
-                row_id,
-                arrays["input_ids"][offset : offset + n],
-                arrays["labels"][offset : offset + n],
-            )
-        )
-        offset += n
-    return sequences, index
+    lengths = arrays["lengths"].tolist()
+    ids, labels = arrays["input_ids"], arrays["labels"]
+    if sum(lengths) != len(ids) or len(ids) != len(labels):
+        raise ValueError("token arrays and lengths disagree")
+    sequences: list[Sequence] = []
+    leaves: list[bytes] = []
+    offset = seq = 0
+    for row_id, count in index["rows"]:
+        group = []
+        for n in lengths[seq : seq + count]:
+            group.append(Sequence(row_id, ids[offset : offset + n], labels[offset : offset + n]))
+            offset += n
+        seq += count
+        sequences.extend(group)
+        leaves.append(row_leaf_hash(row_id, row_payload(group)))
+    if seq != len(lengths):
+        raise ValueError("row counts and sequences disagree")
+    if token_stream_root(leaves) != index.get("stream_root"):
+        raise ValueError("token stream root does not match the index")
+    return sequences, leaves, index

@@ -52,14 +52,7 @@ def error(
 # --- encoding and normalization --------------------------------------------------------------
 
 DEMO_BODY = (
-    "Intro prose line.\n"
-    "\n"
-    "::instruction::\n"
-    "### Q\n"
-    "What is it?\n"
-    "### A\n"
-    "A test.\n"
-    "Second line.\n"
+    "Intro prose line.\n\n::instruction::\n### Q\nWhat is it?\n### A\nA test.\nSecond line.\n"
 )
 
 
@@ -353,9 +346,7 @@ def test_question_header_in_answer_code_block_stays_in_answer(tmp_path: Path) ->
     assert len(doc.sections) == 1
     s = doc.sections[0]
     assert s.question == "How do I write a pair?"
-    assert s.answer == (
-        "Like this:\n```markdown\n### Q\nquestion\n### A\nanswer\n::prose::\n```"
-    )
+    assert s.answer == ("Like this:\n```markdown\n### Q\nquestion\n### A\nanswer\n::prose::\n```")
     assert s.line == 5
 
 

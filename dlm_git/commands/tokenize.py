@@ -1,0 +1,49 @@
+"""`dlm-git tokenize DOC`: write the document's training sequences to `tokens/`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dlm_git.output import emit_json
+
+
+def tokenize(
+    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the tokenized-section cache."),
+    tiny_dir: Path = typer.Option(
+        None, "--tiny-dir", help="Use this directory as the built-in tiny base."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a summary as JSON."),
+) -> None:
+    """Tokenize DOC's rows (through the token cache) into DOC's tokens/ directory."""
+    from dlm_git.base.resolve import resolve_base
+    from dlm_git.doc.load import load_document
+    from dlm_git.train.pipeline import tokenize_document, write_tokens
+
+    loaded = load_document(doc)
+    fm = loaded.doc.frontmatter
+    resolved = resolve_base(fm.base_model, loaded.doc.directory, loaded.repo_root, tiny_dir)
+    result = tokenize_document(
+        loaded, resolved, use_cache=not no_cache and fm.training.cache.enabled
+    )
+    write_tokens(loaded, resolved, result)
+    summary = {
+        "doc": str(loaded.doc.path),
+        "tokens_dir": str(loaded.layout.tokens),
+        "rows": result.rows,
+        "sequences": len(result.sequences),
+        "tokens": result.tokens,
+        "stream_root": result.stream_root,
+        "cache": result.cache_stats,
+    }
+    if as_json:
+        emit_json(summary)
+        return
+    cache = result.cache_stats
+    hits = f", cache {cache['hits']}/{cache['total_rows']} hits" if cache else ", no cache"
+    typer.echo(
+        f"{loaded.doc.path}: {result.rows} rows -> {len(result.sequences)} sequences, "
+        f"{result.tokens} tokens{hits}; stream root {result.stream_root[:16]}"
+    )

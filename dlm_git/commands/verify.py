@@ -1,0 +1,71 @@
+"""`dlm-git verify [COMMIT] [--doc PATH] [--level hash|replay|segments] ...`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from dlm_git.errors import UsageError
+from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.hashing import canonical_json
+from dlm_git.output import emit_json
+
+if TYPE_CHECKING:
+    from dlm_git.verify.report import DocReport
+
+LEVELS = ("hash", "replay", "segments")
+
+
+def verify(
+    commit: str = typer.Argument("HEAD", metavar="[COMMIT]", help="The commit to verify."),
+    doc: Path = typer.Option(None, "--doc", help="Only this document (file or directory)."),
+    level: str = typer.Option("hash", "--level", help="hash, replay or segments."),
+    worktree: bool = typer.Option(
+        False, "--worktree", help="Verify the working tree instead of a commit (needs --doc)."
+    ),
+    no_dvc: bool = typer.Option(False, "--no-dvc", help="With --worktree: skip dvc.lock checks."),
+    report: Path = typer.Option(None, "--report", help="Also write the JSON report here."),
+    tiny_dir: Path = typer.Option(None, "--tiny-dir", help="Built tiny base directory."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Prove that recorded hashes are what the inputs and outputs really are."""
+    if level not in LEVELS:
+        raise UsageError("verify", f"unknown --level '{level}'", "use hash, replay or segments")
+    if worktree:
+        if doc is None:
+            raise UsageError("verify", "--worktree needs --doc PATH")
+        if level != "hash":
+            raise UsageError("verify", "--worktree supports --level hash only")
+        from dlm_git.verify.worktree import verify_worktree
+
+        reports = [verify_worktree(doc, use_dvc=not no_dvc, tiny_dir=tiny_dir)]
+    else:
+        raise UsageError("verify", "commit verification is not available yet", "use --worktree")
+    finish(reports, report, as_json)
+
+
+def finish(reports: list[DocReport], report: Path | None, as_json: bool) -> None:
+    payload = {
+        "verdict": "VERIFIED" if all(r.ok for r in reports) else "FAILED",
+        "documents": [r.to_json() for r in reports],
+    }
+    if report is not None:
+        atomic_write_bytes(report, canonical_json(payload))
+    if as_json:
+        emit_json(payload)
+    else:
+        print_table(reports)
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+def print_table(reports: list[DocReport]) -> None:
+    for r in reports:
+        for c in r.checks:
+            mark = "ok  " if c.ok else "FAIL"
+            typer.echo(f"{r.doc:<24} {c.name:<20} {mark} {c.detail}")
+        for note in r.notes:
+            typer.echo(f"{r.doc:<24} {'note':<20}      {note}")
+        typer.echo(f"{r.doc:<24} {'verdict':<20} {r.verdict}")

@@ -1,0 +1,82 @@
+"""Read what DVC records, without importing DVC (the git hooks use this).
+
+Invariants:
+- `dvc.lock` is read with `yaml.safe_load`; a stage's out is matched by its exact path
+  relative to the repository root.
+- Directory outs are recorded as `<md5>.dir`; the listing (relpath + md5 per file) is the
+  JSON object stored in the DVC cache at `.dvc/cache/files/md5/<2>/<30>.dir` (DVC 3).
+- File md5s are plain md5 of the bytes (DVC 3 does no line-ending normalisation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DVC_LOCK = "dvc.lock"
+
+
+@dataclass(frozen=True)
+class DvcOut:
+    stage: str
+    path: str
+    md5: str
+    size: int | None
+    nfiles: int | None
+
+    @property
+    def is_dir(self) -> bool:
+        return self.md5.endswith(".dir")
+
+
+def parse_dvc_lock(data: bytes) -> dict[str, Any]:
+    obj = yaml.safe_load(data.decode("utf-8")) or {}
+    if not isinstance(obj, dict):
+        raise ValueError("dvc.lock is not a mapping")
+    return obj
+
+
+def find_out(lock: dict[str, Any], path: str) -> DvcOut | None:
+    """The recorded out at `path` (repo-relative POSIX), from any stage."""
+    for stage, body in (lock.get("stages") or {}).items():
+        for out in (body or {}).get("outs") or []:
+            if out.get("path") == path and out.get("md5"):
+                return DvcOut(stage, path, str(out["md5"]), out.get("size"), out.get("nfiles"))
+    return None
+
+
+def cache_dir(repo_root: Path) -> Path:
+    """The DVC cache directory (`core`/`cache.dir` config is honoured when set locally)."""
+    config = repo_root / ".dvc" / "config.local"
+    for candidate in (config, repo_root / ".dvc" / "config"):
+        if candidate.is_file():
+            for line in candidate.read_text("utf-8").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "dir" and value.strip():
+                    path = Path(value.strip())
+                    return path if path.is_absolute() else (candidate.parent / path).resolve()
+    return repo_root / ".dvc" / "cache"
+
+
+def cache_object(repo_root: Path, md5: str) -> Path:
+    return cache_dir(repo_root) / "files" / "md5" / md5[:2] / md5[2:]
+
+
+def dir_listing(repo_root: Path, md5: str) -> dict[str, str] | None:
+    """relpath -> md5 of a directory out, from the DVC cache; None if not cached."""
+    path = cache_object(repo_root, md5)
+    try:
+        entries = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {str(e["relpath"]): str(e["md5"]) for e in entries}
+
+
+def md5_file(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "md5").hexdigest()

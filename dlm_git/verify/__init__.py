@@ -1,0 +1,1 @@
+"""Verification: prove that recorded hashes are what the inputs and outputs really are."""

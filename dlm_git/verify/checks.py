@@ -1,0 +1,368 @@
+"""Hash-level checks of one document: record ↔ files ↔ lock ↔ dvc.lock.
+
+Invariants:
+- Every check compares a recomputed value with a recorded one. A record that is missing,
+  unreadable or unknown is a failed check, never a pass.
+- Nothing here trains or loads a model, and nothing reads pickle: adapter and base
+  tensors are read through the safetensors header parser in `dlm_git.hashing`.
+- Each check has a stable name (docs/verify.md lists them) so a failure says which
+  check caught it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlm_git.dvcfiles import dir_listing, find_out, md5_file, parse_dvc_lock
+from dlm_git.errors import DlmGitError
+from dlm_git.hashing import (
+    canonical_json_sha256,
+    digest_safetensors,
+    read_safetensors_header,
+    sha256_bytes,
+)
+from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
+from dlm_git.manifest.records import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_record
+from dlm_git.manifest.schema import Manifest
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+
+
+@dataclass
+class Checks:
+    items: list[Check] = field(default_factory=list)
+
+    def add(self, name: str, ok: bool, detail: str) -> bool:
+        self.items.append(Check(name, ok, detail))
+        return ok
+
+    def run(self, name: str, fn: Callable[[], str]) -> bool:
+        """Run `fn`; its return value is the pass detail, a `CheckFailed` the failure."""
+        try:
+            return self.add(name, True, fn())
+        except CheckFailed as exc:
+            return self.add(name, False, str(exc))
+        except DlmGitError as exc:
+            return self.add(name, False, exc.one_line())
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.items) and all(c.ok for c in self.items)
+
+
+class CheckFailed(Exception):
+    """A recomputed value differs from the recorded one (message says which and how)."""
+
+
+def _short(h: str | None) -> str:
+    return "none" if h is None else h[:16]
+
+
+def expect_equal(what: str, recorded: Any, actual: Any) -> None:
+    if recorded is None:
+        raise CheckFailed(f"{what}: nothing recorded")
+    if recorded != actual:
+        if isinstance(recorded, str) and isinstance(actual, str):
+            raise CheckFailed(f"{what}: recorded {_short(recorded)} but found {_short(actual)}")
+        raise CheckFailed(f"{what}: recorded {recorded!r} but found {actual!r}")
+
+
+def load_manifest(data: bytes | None, subject: str) -> Manifest:
+    from dlm_git.manifest.records import read_manifest_bytes
+
+    if data is None:
+        raise CheckFailed(f"{subject}: missing")
+    return read_manifest_bytes(data, subject)
+
+
+@dataclass
+class DocFiles:
+    """The recorded side of one document: raw bytes of its committed files."""
+
+    doc_rel: str  # repo-relative POSIX path of the document directory
+    dlm_bytes: bytes | None
+    lock_bytes: bytes | None
+    manifest_bytes: bytes | None
+    dvc_lock_bytes: bytes | None
+
+
+def record_checks(checks: Checks, files: DocFiles) -> tuple[Manifest | None, dict[str, Any] | None]:
+    """Parse manifest and lock and check that they bind to each other and to the .dlm."""
+    manifest: Manifest | None = None
+    lock: dict[str, Any] | None = None
+
+    def parse_manifest() -> str:
+        nonlocal manifest
+        manifest = load_manifest(files.manifest_bytes, MANIFEST_NAME)
+        return f"schema v{manifest.schema_version}"
+
+    def parse_lock() -> str:
+        nonlocal lock
+        from dlm_git.lock.io import parse_lock as parse
+
+        if files.lock_bytes is None:
+            raise CheckFailed(f"{LOCK_NAME}: missing")
+        lock = parse(files.lock_bytes, LOCK_NAME).model_dump(mode="json")
+        return f"lock v{lock['lock_version']}, class {lock['determinism_class']}"
+
+    checks.run("manifest.parse", parse_manifest)
+    checks.run("lock.parse", parse_lock)
+    if manifest is None or lock is None:
+        return manifest, lock
+    m, lk, lock_bytes = manifest, lock, files.lock_bytes or b""
+
+    def lock_binding() -> str:
+        expect_equal(
+            "manifest.lock_sha256 vs sha256(dlm.lock)", m.lock_sha256, sha256_bytes(lock_bytes)
+        )
+        return m.lock_sha256[:16]
+
+    def lock_fields() -> str:
+        expect_equal("lock.dlm_id vs manifest", lk["dlm_id"], m.dlm_id)
+        expect_equal("lock.dlm_sha256 vs manifest", lk["dlm_sha256"], m.dlm_sha256)
+        expect_equal(
+            "lock.base_model_sha256 vs manifest", lk["base_model_sha256"], m.base.tensor_root
+        )
+        expect_equal(
+            "lock.base_model_revision vs manifest", lk["base_model_revision"], m.base.revision
+        )
+        expect_equal("lock.base_model vs manifest", lk["base_model"], m.base.spec)
+        expect_equal("lock.seed vs manifest config", lk["seed"], m.training_config.get("seed"))
+        return "dlm_id, dlm_sha256, base, seed agree"
+
+    def doc_sha() -> str:
+        if files.dlm_bytes is None:
+            raise CheckFailed("the .dlm document is missing")
+        expect_equal(
+            "manifest.dlm_sha256 vs sha256(.dlm)", m.dlm_sha256, sha256_bytes(files.dlm_bytes)
+        )
+        return m.dlm_sha256[:16]
+
+    def config_digest() -> str:
+        expect_equal("config_sha256", m.config_sha256, canonical_json_sha256(m.training_config))
+        return m.config_sha256[:16]
+
+    checks.run("lock.binding", lock_binding)
+    checks.run("lock.fields", lock_fields)
+    checks.run("doc.sha256", doc_sha)
+    checks.run("config.digest", config_digest)
+    return manifest, lock
+
+
+def sources_checks(checks: Checks, manifest: Manifest, doc_path: Path, repo_root: Path) -> None:
+    """Re-expand the document's sources and sections and compare with the manifest."""
+    from dlm_git.doc.parser import parse_document
+    from dlm_git.doc.sources import expand_sources
+    from dlm_git.manifest.records import sources_record
+
+    state: dict[str, Any] = {}
+
+    def sources() -> str:
+        doc = parse_document(doc_path)
+        expanded = expand_sources(doc, repo_root)
+        state["doc"], state["expanded"] = doc, expanded
+        record = sources_record((f.relpath, f.sha256, f.size) for f in expanded.files)
+        recorded = {f.relpath: f.sha256 for f in manifest.sources.files}
+        actual = {f.relpath: f.sha256 for f in record.files}
+        changed = sorted(r for r in recorded.keys() & actual.keys() if recorded[r] != actual[r])
+        added, removed = (
+            sorted(actual.keys() - recorded.keys()),
+            sorted(recorded.keys() - actual.keys()),
+        )
+        problems = []
+        if changed:
+            problems.append(f"changed: {', '.join(changed[:5])}")
+        if added:
+            problems.append(f"new: {', '.join(added[:5])}")
+        if removed:
+            problems.append(f"gone: {', '.join(removed[:5])}")
+        if problems:
+            raise CheckFailed("sources differ from the manifest (" + "; ".join(problems) + ")")
+        expect_equal("sources merkle root", manifest.sources.merkle_root, record.merkle_root)
+        return f"{len(record.files)} files, root {record.merkle_root[:16]}"
+
+    def sections() -> str:
+        doc, expanded = state.get("doc"), state.get("expanded")
+        if doc is None or expanded is None:
+            raise CheckFailed("sources could not be expanded")
+        ids = [s.section_id for s in doc.sections + expanded.sections()]
+        if ids != manifest.section_ids:
+            if sorted(ids) == sorted(manifest.section_ids):
+                raise CheckFailed("section order differs from the manifest")
+            raise CheckFailed(
+                f"section ids differ from the manifest ({len(ids)} found, "
+                f"{len(manifest.section_ids)} recorded)"
+            )
+        return f"{len(ids)} sections in order"
+
+    checks.run("sources.root", sources)
+    checks.run("sections.order", sections)
+
+
+def adapter_checks(checks: Checks, manifest: Manifest, adapter_dir: Path | None) -> None:
+    recorded = manifest.adapter
+
+    def files() -> str:
+        if adapter_dir is None or not adapter_dir.is_dir():
+            raise CheckFailed("adapter directory is not available (run `dvc pull` or `dvc repro`)")
+        names = sorted(p.name for p in adapter_dir.iterdir())
+        expected = sorted(recorded.files)
+        if names != expected:
+            extra, missing = sorted(set(names) - set(expected)), sorted(set(expected) - set(names))
+            raise CheckFailed(f"adapter files differ (extra: {extra}, missing: {missing})")
+        return f"{len(names)} files"
+
+    if not checks.run("adapter.files", files):
+        return
+    assert adapter_dir is not None
+
+    def digests() -> str:
+        record = adapter_record(adapter_dir)
+        for name, entry in recorded.files.items():
+            actual = record.files[name]
+            expect_equal(f"{name} size", entry.size, actual.size)
+            expect_equal(f"{name} sha256", entry.sha256, actual.sha256)
+        return f"{ADAPTER_WEIGHTS} {recorded.files[ADAPTER_WEIGHTS].sha256[:16]}"
+
+    def tensors() -> str:
+        digest = digest_safetensors(adapter_dir / ADAPTER_WEIGHTS)
+        actual = {t.name: (t.dtype, list(t.shape), t.digest) for t in digest.tensors}
+        expected = {t.name: (t.dtype, t.shape, t.digest) for t in recorded.tensors}
+        if set(actual) != set(expected):
+            extra, missing = (
+                sorted(set(actual) - set(expected)),
+                sorted(set(expected) - set(actual)),
+            )
+            raise CheckFailed(f"tensor names differ (extra: {extra[:3]}, missing: {missing[:3]})")
+        for name in sorted(expected):
+            if actual[name] != expected[name]:
+                a, e = actual[name], expected[name]
+                what = "dtype" if a[0] != e[0] else "shape" if a[1] != e[1] else "bytes"
+                raise CheckFailed(f"tensor {name}: {what} differ from the manifest")
+        expect_equal("tensor root", recorded.tensor_root, digest.tensor_root)
+        return f"{len(actual)} tensors, root {digest.tensor_root[:16]}"
+
+    checks.run("adapter.sha256", digests)
+    checks.run("adapter.tensors", tensors)
+
+
+def lora_structure_check(
+    checks: Checks, manifest: Manifest, adapter_dir: Path | None, base_dir: Path | None
+) -> None:
+    """Every lora_A/lora_B pair is shaped by r and a targeted linear module of the base."""
+
+    def structure() -> str:
+        if adapter_dir is None:
+            raise CheckFailed("adapter not available")
+        config = json.loads((adapter_dir / ADAPTER_CONFIG).read_text("utf-8"))
+        cfg = manifest.training_config
+        expect_equal("adapter_config r", cfg.get("lora_r"), config.get("r"))
+        expect_equal(
+            "adapter_config lora_alpha",
+            float(cfg.get("lora_alpha", 0)),
+            float(config.get("lora_alpha", -1)),
+        )
+        expect_equal(
+            "adapter_config target_modules",
+            sorted(cfg.get("target_modules") or []),
+            sorted(config.get("target_modules") or []),
+        )
+        r = int(config["r"])
+        targets = set(config["target_modules"])
+        header, _ = read_safetensors_header(adapter_dir / ADAPTER_WEIGHTS)
+        base_shapes = _base_linear_shapes(base_dir) if base_dir is not None else None
+        if base_shapes is None:
+            raise CheckFailed("base weights not available to check LoRA shapes against")
+        pairs = 0
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            shape = list(info["shape"])
+            if ".lora_A." in name or ".lora_B." in name:
+                module = name.split(".lora_")[0]
+                leaf = module.rsplit(".", 1)[-1]
+                if leaf not in targets:
+                    raise CheckFailed(f"{name}: module '{leaf}' is not a target module")
+                base_name = module.removeprefix("base_model.model.") + ".weight"
+                if base_name not in base_shapes:
+                    raise CheckFailed(f"{name}: no base weight {base_name}")
+                out_f, in_f = base_shapes[base_name]
+                want = [r, in_f] if ".lora_A." in name else [out_f, r]
+                if shape != want:
+                    raise CheckFailed(f"{name}: shape {shape}, expected {want} (r={r})")
+                pairs += 1
+            else:
+                raise CheckFailed(f"{name}: not a LoRA tensor")
+        if pairs == 0:
+            raise CheckFailed("no LoRA tensors in the adapter")
+        return f"{pairs // 2} LoRA pairs consistent with r={r}"
+
+    checks.run("adapter.structure", structure)
+
+
+def _base_linear_shapes(base_dir: Path) -> dict[str, tuple[int, int]] | None:
+    shapes: dict[str, tuple[int, int]] = {}
+    files = sorted(base_dir.glob("*.safetensors"))
+    if not files:
+        return None
+    for f in files:
+        header, _ = read_safetensors_header(f)
+        for name, info in header.items():
+            if name != "__metadata__" and len(info["shape"]) == 2:
+                shapes[name] = (int(info["shape"][0]), int(info["shape"][1]))
+    return shapes
+
+
+def base_check(
+    checks: Checks, manifest: Manifest, base_dir: Path | None, revision: str | None
+) -> None:
+    def identity() -> str:
+        from dlm_git.base.resolve import base_identity
+
+        if base_dir is None:
+            raise CheckFailed(f"base {manifest.base.spec} is not available here")
+        ident = base_identity(base_dir, revision)
+        expect_equal("base tensor root", manifest.base.tensor_root, ident.tensor_root)
+        expect_equal("base tokenizer sha256", manifest.tokenizer_sha256, ident.tokenizer_sha256)
+        return f"tensor root {ident.tensor_root[:16]}"
+
+    checks.run("base.identity", identity)
+
+
+def dvc_checks(checks: Checks, files: DocFiles, adapter_dir: Path | None, repo_root: Path) -> None:
+    """dvc.lock's record of adapter/ names exactly the adapter files the manifest binds."""
+
+    def binding() -> str:
+        if files.dvc_lock_bytes is None:
+            raise CheckFailed("dvc.lock is missing")
+        lock = parse_dvc_lock(files.dvc_lock_bytes)
+        out_path = (
+            f"{files.doc_rel}/{ADAPTER_DIR}" if files.doc_rel not in ("", ".") else ADAPTER_DIR
+        )
+        out = find_out(lock, out_path)
+        if out is None:
+            raise CheckFailed(f"dvc.lock records no out {out_path}")
+        listing = dir_listing(repo_root, out.md5)
+        if listing is None:
+            raise CheckFailed(f"DVC cache lacks {out.md5} (run `dvc pull`)")
+        if adapter_dir is None:
+            raise CheckFailed("adapter not available")
+        actual = {p.name: md5_file(p) for p in sorted(adapter_dir.iterdir()) if p.is_file()}
+        if listing != actual:
+            diff = sorted(k for k in set(listing) | set(actual) if listing.get(k) != actual.get(k))
+            raise CheckFailed(f"dvc.lock ({out.stage}) and adapter/ differ: {', '.join(diff)}")
+        return f"{out.stage} {out.md5[:16]}"
+
+    checks.run("dvc.binding", binding)

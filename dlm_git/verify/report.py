@@ -1,0 +1,50 @@
+"""Verification reports: one per document, a verdict and the checks behind it.
+
+Invariant: a report is a pure function of what was checked (no timestamps, no absolute
+paths), so the pipeline can commit it as a DVC metric and `dvc repro --force` leaves it
+byte-identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlm_git.verify.checks import Check
+
+VERIFIED = "VERIFIED"
+FAILED = "FAILED"
+CANNOT_VERIFY = "CANNOT_VERIFY"
+
+
+@dataclass
+class DocReport:
+    doc: str
+    level: str
+    verdict: str
+    checks: list[Check]
+    adapter_sha256: str | None = None
+    notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict not in (FAILED, CANNOT_VERIFY, "MISMATCH")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "doc": self.doc,
+            "level": self.level,
+            "verdict": self.verdict,
+            "adapter_sha256": self.adapter_sha256,
+            "checks": [c.to_json() for c in self.checks],
+            "passed": sum(1 for c in self.checks if c.ok),
+            "failed": sum(1 for c in self.checks if not c.ok),
+        }
+        if self.notes:
+            out["notes"] = self.notes
+        out.update(self.extra)
+        return out
+
+    def first_failure(self) -> Check | None:
+        return next((c for c in self.checks if not c.ok), None)

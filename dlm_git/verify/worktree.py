@@ -1,0 +1,82 @@
+"""Hash-level verification of a document as it is in the working tree (the pipeline's
+`verify` stage): files on disk against manifest.json, dlm.lock and dvc.lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dlm_git.layout import DocLayout, find_document, repo_root_of
+from dlm_git.verify.checks import (
+    Checks,
+    DocFiles,
+    adapter_checks,
+    base_check,
+    dvc_checks,
+    lora_structure_check,
+    record_checks,
+    sources_checks,
+)
+from dlm_git.verify.report import FAILED, VERIFIED, DocReport
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def locate_base_dir(
+    spec: str, doc_dir: Path, repo_root: Path, tiny_dir: Path | None
+) -> Path | None:
+    """Where the base's weights are on this machine (building builtin:tiny if needed)."""
+    from dlm_git.base.errors import BaseModelError
+    from dlm_git.base.resolve import locate_base
+    from dlm_git.base.tiny import check_tiny_dir, ensure_tiny_base
+
+    try:
+        located = locate_base(spec, doc_dir, repo_root)
+        if located.spec.kind == "builtin":
+            if tiny_dir is not None:
+                check_tiny_dir(tiny_dir)
+                return tiny_dir
+            return ensure_tiny_base()
+        return located.path if located.available else None
+    except BaseModelError:
+        return None
+
+
+def verify_worktree(
+    target: Path, *, use_dvc: bool = True, tiny_dir: Path | None = None
+) -> DocReport:
+    doc_path = find_document(target)
+    layout = DocLayout(doc_path)
+    repo_root = repo_root_of(doc_path)
+    doc_rel = layout.directory.resolve().relative_to(repo_root).as_posix()
+    files = DocFiles(
+        doc_rel=doc_rel,
+        dlm_bytes=_read(doc_path),
+        lock_bytes=_read(layout.lock),
+        manifest_bytes=_read(layout.manifest),
+        dvc_lock_bytes=_read(repo_root / "dvc.lock") if use_dvc else None,
+    )
+    checks = Checks()
+    manifest, lock = record_checks(checks, files)
+    adapter_sha = None
+    if manifest is not None:
+        sources_checks(checks, manifest, doc_path, repo_root)
+        adapter_checks(checks, manifest, layout.adapter if layout.adapter.is_dir() else None)
+        base_dir = locate_base_dir(manifest.base.spec, layout.directory, repo_root, tiny_dir)
+        lora_structure_check(checks, manifest, layout.adapter, base_dir)
+        base_check(checks, manifest, base_dir, manifest.base.revision)
+        if use_dvc:
+            dvc_checks(checks, files, layout.adapter, repo_root)
+        adapter_sha = manifest.adapter.files.get("adapter_model.safetensors")
+    return DocReport(
+        doc=doc_rel,
+        level="hash",
+        verdict=VERIFIED if checks.ok else FAILED,
+        checks=checks.items,
+        adapter_sha256=adapter_sha.sha256 if adapter_sha else None,
+        extra={"determinism_class": lock["determinism_class"]} if lock else {},
+    )
