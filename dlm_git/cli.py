@@ -14,9 +14,11 @@ import typer
 
 from dlm_git import __version__
 from dlm_git.commands import doctor as doctor_cmd
+from dlm_git.commands import init as init_cmd
 from dlm_git.commands import tokenize as tokenize_cmd
 from dlm_git.commands import verify as verify_cmd
 from dlm_git.commands.base import base_app
+from dlm_git.commands.hooks import hooks_app
 from dlm_git.commands import show as show_cmd
 from dlm_git.commands import train as train_cmd
 from dlm_git.commands.cache import cache_app
@@ -53,8 +55,10 @@ app.command("train")(train_cmd.train)
 app.command("doctor")(doctor_cmd.doctor)
 app.add_typer(cache_app, name="cache")
 app.add_typer(base_app, name="base")
+app.add_typer(hooks_app, name="hooks")
 app.command("tokenize")(tokenize_cmd.tokenize)
 app.command("verify")(verify_cmd.verify)
+app.command("init")(init_cmd.init)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,21 @@
+"""`dlm-git hooks install [--uninstall]`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+hooks_app = typer.Typer(help="Install or remove dlm-git's git hooks.", no_args_is_help=True, rich_markup_mode=None)
+
+
+@hooks_app.command("install")
+def install(
+    uninstall: bool = typer.Option(False, "--uninstall", help="Remove the hooks instead."),
+) -> None:
+    """Install pre-commit and pre-push hooks (chaining any existing hook)."""
+    from dlm_git.hooks.install import install_hooks
+    from dlm_git.pipeline.init import git_toplevel
+
+    for line in install_hooks(git_toplevel(Path.cwd()), uninstall=uninstall):
+        typer.echo(line)

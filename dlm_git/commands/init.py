@@ -1,0 +1,25 @@
+"""`dlm-git init [--doc NAME]`: DVC pipeline, params, a starter document, git hooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def init(
+    doc: str = typer.Option(None, "--doc", help="Scaffold NAME/NAME.dlm and add it to params."),
+    no_hooks: bool = typer.Option(False, "--no-hooks", help="Don't install the git hooks."),
+) -> None:
+    """Set up the dlm-git pipeline in this git repository (idempotent)."""
+    from dlm_git.pipeline.init import run_init
+
+    result = run_init(Path.cwd(), doc, install_hooks=not no_hooks)
+    for warning in result.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if not result.changes:
+        typer.echo("dlm-git init: nothing to do, already set up")
+        return
+    for change in result.changes:
+        typer.echo(f"dlm-git init: {change}")
+    typer.echo("next: `dvc repro`, then `git add -A && git commit`")

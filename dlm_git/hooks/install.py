@@ -1,0 +1,117 @@
+"""Install (or remove) dlm-git's git hooks without clobbering anyone else's.
+
+Invariants:
+- The hooks directory is the one git uses (`git rev-parse --git-path hooks`, which
+  honours `core.hooksPath`).
+- An existing hook that is not ours (DVC's, git-lfs's, a user's) is kept: it is renamed to
+  `<hook>.dlm-git-chained` and our shim runs it first, with the same arguments and stdin;
+  if it fails, the commit or push fails with its exit code.
+- Idempotent: installing twice changes nothing; uninstalling restores the chained hook.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import atomic_write_text
+
+MARKER = "# dlm-git hook v1"
+HOOKS = ("pre-commit", "pre-push")
+CHAINED_SUFFIX = ".dlm-git-chained"
+
+SHIM = """#!/bin/sh
+{marker} ({hook}) - installed by `dlm-git hooks install`; remove: `dlm-git hooks install --uninstall`
+here=$(dirname "$0")
+py={python}
+[ -x "$py" ] || py=python3
+{body}
+"""
+
+PRE_COMMIT_BODY = """if [ -x "$here/pre-commit{chained}" ]; then
+  "$here/pre-commit{chained}" "$@" || exit $?
+fi
+exec "$py" -m dlm_git.hooks.pre_commit "$@\""""
+
+PRE_PUSH_BODY = """input=$(cat)
+if [ -x "$here/pre-push{chained}" ]; then
+  printf '%s\\n' "$input" | "$here/pre-push{chained}" "$@" || exit $?
+fi
+printf '%s\\n' "$input" | exec "$py" -m dlm_git.hooks.pre_push "$@\""""
+
+
+def hooks_dir(repo_root: Path) -> Path:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--git-path", "hooks"], cwd=repo_root, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise DlmGitError(str(repo_root), "not a git repository", "run `git init` first")
+    path = Path(proc.stdout.strip())
+    return path if path.is_absolute() else (repo_root / path)
+
+
+def shim_text(hook: str, python: str | None = None) -> str:
+    body = PRE_COMMIT_BODY if hook == "pre-commit" else PRE_PUSH_BODY
+    return SHIM.format(
+        marker=MARKER,
+        hook=hook,
+        python=shlex.quote(python or sys.executable),
+        body=body.format(chained=CHAINED_SUFFIX),
+    )
+
+
+def is_ours(path: Path) -> bool:
+    try:
+        return MARKER in path.read_text("utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def install_hooks(repo_root: Path, uninstall: bool = False) -> list[str]:
+    """Install or remove our hooks; returns one line per hook saying what was done."""
+    directory = hooks_dir(repo_root)
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for hook in HOOKS:
+        path = directory / hook
+        chained = directory / (hook + CHAINED_SUFFIX)
+        if uninstall:
+            lines.append(_uninstall(path, chained, hook))
+            continue
+        wanted = shim_text(hook)
+        if path.exists() and is_ours(path):
+            if path.read_text("utf-8") == wanted:
+                lines.append(f"{hook}: already installed")
+                continue
+            atomic_write_text(path, wanted)
+            os.chmod(path, 0o755)
+            lines.append(f"{hook}: updated")
+            continue
+        note = ""
+        if path.exists() or path.is_symlink():
+            if chained.exists():
+                raise DlmGitError(
+                    str(path),
+                    f"both a foreign hook and {chained.name} exist",
+                    f"merge them by hand, then remove {chained.name}",
+                )
+            os.replace(path, chained)
+            note = f" (existing hook kept, runs first as {chained.name})"
+        atomic_write_text(path, wanted)
+        os.chmod(path, 0o755)
+        lines.append(f"{hook}: installed in {directory}{note}")
+    return lines
+
+
+def _uninstall(path: Path, chained: Path, hook: str) -> str:
+    if not path.exists() or not is_ours(path):
+        return f"{hook}: not installed"
+    path.unlink()
+    if chained.exists():
+        os.replace(chained, path)
+        return f"{hook}: removed (restored the previous hook)"
+    return f"{hook}: removed"

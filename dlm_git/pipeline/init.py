@@ -1,0 +1,236 @@
+"""`dlm-git init`: bring the dlm-git pipeline to an existing git repository.
+
+Invariants:
+- Idempotent: a second run with the same arguments changes nothing and says so.
+- Never clobbers: the user's own stages and params are kept byte-for-byte in meaning
+  (round-trip YAML keeps comments and order); a stage of ours that the user changed is
+  left as is and reported.
+- Every file it writes is written atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlm_git.doc.ulid import new_ulid
+from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import atomic_write_text
+from dlm_git.pipeline.templates import (
+    DEFAULT_PIPELINE_PARAMS,
+    DOCUMENTS_KEY,
+    GITIGNORE_LINES,
+    PIPELINE_KEY,
+    STAGES,
+)
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+STARTER = """---
+dlm_id: {ulid}
+dlm_version: 1
+base_model: builtin:tiny
+system_prompt: You answer questions about this project, briefly.
+training:
+  lora_r: 8
+  lora_alpha: 16
+  lora_dropout: 0.0
+  sequence_len: 128
+  micro_batch_size: 4
+  learning_rate: 0.002
+  max_steps: 20
+  seed: 42
+  sources:
+    - path: notes
+      include: ["*.md", "*.txt"]
+---
+
+# {name}
+
+Write what the adapter should learn here: prose is trained on as is.
+
+::instruction::
+### Q
+What is this document for?
+
+### A
+It trains a small LoRA adapter whose bytes are reproducible from this commit.
+"""
+
+STARTER_NOTE = """# Notes
+
+Files in this directory are pulled into training by `training.sources`.
+"""
+
+
+@dataclass
+class InitResult:
+    changes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _yaml() -> Any:
+    from ruamel.yaml import YAML
+
+    y = YAML()
+    y.preserve_quotes = True
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+def _load(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return _yaml().load(path.read_text("utf-8"))
+    except Exception as exc:  # ruamel raises many types; all mean "not valid YAML"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DlmGitError(str(path), f"not valid YAML: {first}", "fix it, then re-run init") from None
+
+
+def _dump(data: Any) -> str:
+    buf = io.StringIO()
+    _yaml().dump(data, buf)
+    return buf.getvalue()
+
+
+def _plain(value: Any) -> Any:
+    """ruamel's round-trip containers as plain dicts/lists, for comparison."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def git_toplevel(cwd: Path) -> Path:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise DlmGitError(str(cwd), "not inside a git repository", "run `git init` first")
+    return Path(proc.stdout.strip())
+
+
+def merge_dvc_yaml(path: Path, result: InitResult) -> None:
+    data = _load(path)
+    if data is None:
+        from ruamel.yaml.comments import CommentedMap
+
+        data = CommentedMap()
+    if not isinstance(data, dict):
+        raise DlmGitError(str(path), "top level is not a mapping", "fix dvc.yaml first")
+    stages = data.get("stages")
+    if stages is None:
+        from ruamel.yaml.comments import CommentedMap
+
+        stages = CommentedMap()
+        data["stages"] = stages
+    if not isinstance(stages, dict):
+        raise DlmGitError(str(path), "'stages' is not a mapping", "fix dvc.yaml first")
+    added = []
+    for name, body in STAGES.items():
+        if name not in stages:
+            stages[name] = body
+            added.append(name)
+        elif _plain(stages[name]) != body:
+            result.warnings.append(f"{path.name}: stage '{name}' differs from dlm-git's; left as is")
+    if added:
+        atomic_write_text(path, _dump(data))
+        result.changes.append(f"{path.name}: added stages {', '.join(added)}")
+
+
+def merge_params(path: Path, doc_dir: str | None, result: InitResult) -> None:
+    data = _load(path)
+    if data is None:
+        from ruamel.yaml.comments import CommentedMap
+
+        data = CommentedMap()
+    if not isinstance(data, dict):
+        raise DlmGitError(str(path), "top level is not a mapping", "fix params.yaml first")
+    changed = []
+    docs = data.get(DOCUMENTS_KEY)
+    if docs is None:
+        data[DOCUMENTS_KEY] = docs = []
+        changed.append(DOCUMENTS_KEY)
+    if not isinstance(docs, list):
+        raise DlmGitError(str(path), f"'{DOCUMENTS_KEY}' is not a list", "make it a list of dirs")
+    if doc_dir is not None and doc_dir not in docs:
+        docs.append(doc_dir)
+        changed.append(f"{DOCUMENTS_KEY} += {doc_dir}")
+    pipeline = data.get(PIPELINE_KEY)
+    if pipeline is None:
+        from ruamel.yaml.comments import CommentedMap
+
+        data[PIPELINE_KEY] = pipeline = CommentedMap()
+    if not isinstance(pipeline, dict):
+        raise DlmGitError(str(path), f"'{PIPELINE_KEY}' is not a mapping", "fix params.yaml")
+    for key, value in DEFAULT_PIPELINE_PARAMS.items():
+        if key not in pipeline:
+            pipeline[key] = value
+            changed.append(f"{PIPELINE_KEY}.{key}")
+    if changed:
+        atomic_write_text(path, _dump(data))
+        result.changes.append(f"{path.name}: {', '.join(changed)}")
+
+
+def merge_gitignore(path: Path, result: InitResult) -> None:
+    text = path.read_text("utf-8") if path.is_file() else ""
+    have = {line.strip() for line in text.splitlines()}
+    missing = [line for line in GITIGNORE_LINES if line not in have]
+    if [m for m in missing if not m.startswith("#")]:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        atomic_write_text(path, text + sep + "\n".join(missing) + "\n")
+        result.changes.append(f".gitignore: added {', '.join(m for m in missing if not m.startswith('#'))}")
+
+
+def scaffold(root: Path, name: str, result: InitResult) -> None:
+    doc_dir = root / name
+    doc = doc_dir / f"{name}.dlm"
+    existing = sorted(doc_dir.glob("*.dlm")) if doc_dir.is_dir() else []
+    if existing:
+        return
+    atomic_write_text(doc, STARTER.format(ulid=new_ulid(), name=name))
+    notes = doc_dir / "notes" / "README.md"
+    if not notes.exists():
+        atomic_write_text(notes, STARTER_NOTE)
+    result.changes.append(f"{name}/{name}.dlm: created (and {name}/notes/)")
+
+
+def dvc_init(root: Path, result: InitResult) -> None:
+    if (root / ".dvc").is_dir():
+        return
+    proc = subprocess.run(
+        [sys.executable, "-m", "dvc", "init", "-q"], cwd=root, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise DlmGitError("dvc init", tail[-1] if tail else "failed", "run `dvc init` by hand")
+    result.changes.append(".dvc/: dvc init")
+
+
+def run_init(cwd: Path, doc_name: str | None, install_hooks: bool = True) -> InitResult:
+    if doc_name is not None and not NAME_RE.match(doc_name):
+        raise DlmGitError(
+            "--doc", f"'{doc_name}' is not a valid document name", "use letters, digits, . _ -"
+        )
+    root = git_toplevel(cwd)
+    result = InitResult()
+    dvc_init(root, result)
+    merge_dvc_yaml(root / "dvc.yaml", result)
+    merge_params(root / "params.yaml", doc_name, result)
+    merge_gitignore(root / ".gitignore", result)
+    if doc_name is not None:
+        scaffold(root, doc_name, result)
+    if install_hooks:
+        from dlm_git.hooks.install import install_hooks as do_install
+
+        for line in do_install(root, uninstall=False):
+            if not line.endswith("already installed"):
+                result.changes.append(line)
+    return result

@@ -1,0 +1,83 @@
+"""The DVC stages and params that run dlm-git, as plain data (merged by `init`).
+
+Invariants:
+- Every stage command is a `dlm-git` subcommand; no ad-hoc scripts.
+- `tokenize@<doc>` is `always_changed`: DVC cannot list a document's `training.sources`
+  statically, so the stage re-expands them every `dvc repro`; the token cache makes that
+  cheap, and when `tokens/` comes out unchanged DVC runs nothing downstream. `tokens/`
+  also records the document's sha256, sources root and base identity, so any input
+  change reaches `train@<doc>` through it.
+- `dlm.lock` is `persist: true` (DVC must not delete it before `train` validates
+  against it); lock, manifest, metrics, plots and the verify report are `cache: false`
+  (they are committed to git); `adapter/` and `tokens/` are DVC-cached.
+- `base` builds `builtin:tiny` into `bases/tiny`, and is a no-op when it is up to date.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TINY_DIR = "bases/tiny"
+DOCUMENTS_KEY = "documents"
+PIPELINE_KEY = "pipeline"
+
+DEFAULT_PIPELINE_PARAMS: dict[str, Any] = {
+    "lock_mode": "default",
+    "verify_level": "hash",
+    "device": "cpu",
+    "threads": 2,
+}
+
+STAGES: dict[str, Any] = {
+    "base": {
+        "cmd": f"dlm-git base build --out {TINY_DIR}",
+        "always_changed": True,
+        "outs": [{TINY_DIR: {"persist": True}}],
+    },
+    "tokenize": {
+        "foreach": "${documents}",
+        "do": {
+            "cmd": f"dlm-git tokenize ${{item}} --tiny-dir {TINY_DIR}",
+            "always_changed": True,
+            "deps": [TINY_DIR],
+            "outs": ["${item}/tokens"],
+        },
+    },
+    "train": {
+        "foreach": "${documents}",
+        "do": {
+            "cmd": (
+                f"dlm-git train ${{item}} --tiny-dir {TINY_DIR} --quiet"
+                " --lock-mode ${pipeline.lock_mode} --device ${pipeline.device}"
+                " --threads ${pipeline.threads}"
+            ),
+            "deps": ["${item}/tokens", TINY_DIR],
+            "params": ["pipeline.lock_mode", "pipeline.device", "pipeline.threads"],
+            "outs": [
+                "${item}/adapter",
+                {"${item}/dlm.lock": {"cache": False, "persist": True}},
+                {"${item}/manifest.json": {"cache": False}},
+            ],
+            "metrics": [{"${item}/metrics.json": {"cache": False}}],
+            "plots": [{"${item}/train_loss.tsv": {"cache": False, "x": "step", "y": "loss"}}],
+        },
+    },
+    "verify": {
+        "foreach": "${documents}",
+        "do": {
+            "cmd": (
+                f"dlm-git verify --worktree --doc ${{item}} --level ${{pipeline.verify_level}}"
+                f" --tiny-dir {TINY_DIR} --report ${{item}}/verify.json"
+            ),
+            "deps": ["${item}/adapter", "${item}/manifest.json", "${item}/dlm.lock"],
+            "params": ["pipeline.verify_level"],
+            "metrics": [{"${item}/verify.json": {"cache": False}}],
+        },
+    },
+}
+
+GITIGNORE_LINES = (
+    "# dlm-git: machine-local state (token cache, run records)",
+    ".dlm-git/",
+    "run.json",
+)
