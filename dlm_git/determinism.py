@@ -141,7 +141,6 @@ def determinism_flags(hw: HardwareInfo) -> dict[str, Any]:
     flags: dict[str, Any] = {
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "threads": torch.get_num_threads(),
-        "interop_threads": torch.get_num_interop_threads(),
         "device": hw.device,
     }
     if hw.device == "cpu":

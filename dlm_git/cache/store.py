@@ -58,6 +58,14 @@ CREATE TABLE IF NOT EXISTS runs (
 """
 
 
+def _ignore_in_git(root: Path) -> None:
+    """Keep the cache out of `git status` even in a repo whose .gitignore doesn't list it."""
+    marker = root / ".gitignore"
+    if not marker.exists():
+        with contextlib.suppress(OSError):
+            marker.write_text("# dlm-git token cache: machine-local, never committed\n*\n")
+
+
 def entry_key(row_id: str, tokenizer_sha256: str, sequence_len: int) -> str:
     return sha256_text(f"dlm-git/token-cache/v1\n{row_id}\n{tokenizer_sha256}\n{sequence_len}")[:32]
 
@@ -158,6 +166,7 @@ class TokenCache:
         from filelock import FileLock
 
         self.root.mkdir(parents=True, exist_ok=True)
+        _ignore_in_git(self.root)
         with FileLock(str(self.root / LOCK_NAME), timeout=120):
             conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
             try:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.lock.errors import LockError
-from dlm_git.lock.schema import LOCK_VERSION, Lock
+
+if TYPE_CHECKING:
+    from dlm_git.lock.schema import Lock
+
+LOCK_VERSION = 1
 
 FIX_HINT = "restore it from git (`git checkout -- {path}`) or re-train with --update-lock"
 
 
-def parse_lock(data: bytes, subject: str) -> Lock:
+def parse_lock_json(data: bytes, subject: str) -> dict[str, Any]:
+    """The lock as a plain dict, checked for JSON and version only (no pydantic: hooks)."""
     hint = FIX_HINT.format(path=subject)
     try:
         obj = json.loads(data.decode("utf-8"))
@@ -30,6 +34,17 @@ def parse_lock(data: bytes, subject: str) -> Lock:
             f"unknown lock_version {version!r} (this dlm-git reads version {LOCK_VERSION})",
             "upgrade dlm-git, or re-train with --update-lock to rewrite the lock",
         )
+    return obj
+
+
+def parse_lock(data: bytes, subject: str) -> Lock:
+    """The lock, fully validated against the schema."""
+    from pydantic import ValidationError
+
+    from dlm_git.lock.schema import Lock
+
+    obj = parse_lock_json(data, subject)
+    hint = FIX_HINT.format(path=subject)
     try:
         return Lock.model_validate(obj)
     except ValidationError as exc:
@@ -44,6 +59,10 @@ def read_lock(path: Path) -> Lock | None:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise LockError(
+            str(path), f"cannot read the lock ({exc.strerror})", FIX_HINT.format(path=path)
+        ) from None
     return parse_lock(data, str(path))
 
 

@@ -76,6 +76,11 @@ def classify(prior: Mapping[str, Any], current: Mapping[str, Any]) -> list[Findi
             continue
         if old == new:
             continue
+        if key in WARN_FIELDS and isinstance(old, Mapping) and isinstance(new, Mapping):
+            for sub in sorted(set(old) | set(new)):
+                if old.get(sub) != new.get(sub):
+                    findings.append(Finding(f"{key}.{sub}", "WARN", old.get(sub), new.get(sub)))
+            continue
         if key in ALLOW_FIELDS:
             severity: Severity = "ALLOW"
         elif key in WARN_FIELDS:

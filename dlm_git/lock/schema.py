@@ -12,8 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from dlm_git.hashing import canonical_json, sha256_bytes
-
-LOCK_VERSION = 1
+from dlm_git.lock.io import LOCK_VERSION
 
 
 class LicenseAcceptance(BaseModel):

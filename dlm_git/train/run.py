@@ -285,7 +285,9 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     klass = determinism_class(hw, flags)
     current = build_lock(loaded, resolved, hw, flags, klass, options.accept_license)
     layout = loaded.layout
-    if options.lock_mode == "update" and _corrupt(layout.lock):
+    if options.lock_mode == "ignore":  # no validation, nothing written: don't even read it
+        lock, lock_warnings = current, []
+    elif options.lock_mode == "update" and _corrupt(layout.lock):
         # Accepting over a corrupt lock binds the acceptance to the exact bytes replaced.
         lock = current.model_copy(update={"supersedes": sha256_file(layout.lock)})
         lock_warnings: list[Finding] = []

@@ -1,0 +1,36 @@
+"""Hook findings: one line each, `dlm-git: ERROR <doc>: <what> (<how to fix>)`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Level = Literal["ERROR", "WARN"]
+
+
+@dataclass(frozen=True)
+class HookFinding:
+    level: Level
+    doc: str
+    check: str
+    what: str
+    fix: str
+
+    def line(self) -> str:
+        return f"dlm-git: {self.level} {self.doc}: {self.what} ({self.fix})"
+
+
+def strict_upgrade(findings: list[HookFinding], strict: bool) -> list[HookFinding]:
+    if not strict:
+        return findings
+    return [
+        HookFinding("ERROR", f.doc, f.check, f.what, f.fix) if f.level == "WARN" else f
+        for f in findings
+    ]
+
+
+def summary(findings: list[HookFinding], docs: int) -> str:
+    errors = sum(1 for f in findings if f.level == "ERROR")
+    warns = sum(1 for f in findings if f.level == "WARN")
+    verdict = "commit refused" if errors else "ok"
+    return f"dlm-git: {errors} error(s), {warns} warning(s) in {docs} document(s): {verdict}"

@@ -1,0 +1,145 @@
+"""Integration fixtures: a small trainable document in a throwaway git repo.
+
+Training is the slow part, so the document is trained once per session (`trained_once`)
+and each test gets a fresh repository holding a copy of the document *and* its outputs
+(`trained_repo`). Tests that need to retrain do so in-process through `run_cli`, which
+calls `dlm_git.cli.main` and returns `(exit code, stdout, stderr)`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_DIR = REPO_ROOT / "examples" / "demo"
+DOC_DIRNAME = "demo"
+DOC_NAME = "demo.dlm"
+# Everything `train` writes next to the document, plus what `trained_repo` copies.
+OUTPUT_FILES = ("dlm.lock", "manifest.json", "metrics.json", "train_loss.tsv")
+# Pin the device so that every run (in-process, subprocess, any machine) records the
+# same hardware tier and determinism flags in the lock.
+DEVICE_ARGS = ("--device", "cpu")
+FAST_TRAINING = {"max_steps": "3", "sequence_len": "64", "micro_batch_size": "2"}
+
+RunCli = Callable[..., tuple[int, str, str]]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def init_repo(repo: Path) -> Path:
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q")
+    git(repo, "config", "user.name", "dlm-git tests")
+    git(repo, "config", "user.email", "tests@dlm-git.invalid")
+    git(repo, "config", "commit.gpgsign", "false")
+    return repo
+
+
+def fast_demo_text() -> str:
+    """examples/demo/demo.dlm with a training config small enough to train in ~1 s."""
+    text = (DEMO_DIR / DOC_NAME).read_text("utf-8")
+    for key, value in FAST_TRAINING.items():
+        text, n = re.subn(rf"(?m)^(  {key}:) .*$", rf"\g<1> {value}", text)
+        assert n == 1, f"demo.dlm has no training.{key} line to edit"
+    return text
+
+
+def write_fast_demo(doc_dir: Path) -> Path:
+    shutil.copytree(DEMO_DIR / "notes", doc_dir / "notes")
+    doc = doc_dir / DOC_NAME
+    doc.write_text(fast_demo_text(), "utf-8")
+    return doc
+
+
+def snapshot(doc_dir: Path) -> dict[str, bytes]:
+    """Bytes of every file under `doc_dir` (relative POSIX path -> bytes)."""
+    return {
+        p.relative_to(doc_dir).as_posix(): p.read_bytes()
+        for p in sorted(doc_dir.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="session")
+def base_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tiny base's cache dir: tests/conftest.py's if it set one, else a session tmp dir."""
+    existing = os.environ.get("DLM_GIT_BASE_CACHE")
+    if existing:
+        yield Path(existing)
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("integration-base-cache")
+        mp.setenv("DLM_GIT_BASE_CACHE", str(path))
+        yield path
+
+
+def _call_main(args: tuple[str, ...]) -> int:
+    from dlm_git.cli import main
+
+    return main([str(a) for a in args])
+
+
+@pytest.fixture
+def run_cli(capfd: pytest.CaptureFixture[str], base_cache: Path) -> RunCli:
+    """`run_cli(*args) -> (code, stdout, stderr)`: the CLI in-process, output captured."""
+
+    def run(*args: object) -> tuple[int, str, str]:
+        capfd.readouterr()
+        code = _call_main(tuple(str(a) for a in args))
+        out, err = capfd.readouterr()
+        return code, out, err
+
+    return run
+
+
+@dataclass(frozen=True)
+class Trained:
+    repo: Path
+    doc_dir: Path
+    files: dict[str, bytes]
+    """Bytes of every file in the document directory right after training."""
+
+
+@pytest.fixture(scope="session")
+def trained_once(tmp_path_factory: pytest.TempPathFactory, base_cache: Path) -> Trained:
+    """The fast demo document, trained once per session (in-process). Never modify it."""
+    repo = init_repo(tmp_path_factory.mktemp("trained-once") / "repo")
+    doc_dir = repo / DOC_DIRNAME
+    write_fast_demo(doc_dir)
+    code = _call_main(("train", str(doc_dir), "-q", *DEVICE_ARGS))
+    assert code == 0, "training the fast demo document failed"
+    files = snapshot(doc_dir)
+    assert "adapter/adapter_model.safetensors" in files and "dlm.lock" in files
+    return Trained(repo=repo, doc_dir=doc_dir, files=files)
+
+
+@pytest.fixture
+def trained_repo(tmp_path: Path, trained_once: Trained) -> Path:
+    """A fresh git repo holding a copy of the trained document and its outputs; the doc dir."""
+    repo = init_repo(tmp_path / "repo")
+    doc_dir = repo / DOC_DIRNAME
+    shutil.copytree(trained_once.doc_dir, doc_dir)
+    assert snapshot(doc_dir) == trained_once.files
+    return doc_dir
+
+
+@pytest.fixture
+def train(run_cli: RunCli) -> RunCli:
+    """`train(doc_dir, *flags) -> (code, stdout, stderr)`: quiet, CPU, in-process."""
+
+    def run(doc_dir: Path, *flags: str) -> tuple[int, str, str]:
+        return run_cli("train", str(doc_dir), "-q", *DEVICE_ARGS, *flags)
+
+    return run
