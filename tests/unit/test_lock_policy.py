@@ -102,7 +102,12 @@ def test_identical_locks_have_no_findings() -> None:
     ],
 )
 def test_field_severity(field: str, new: Any, severity: str) -> None:
-    finding = only(classify(LOCK, lock(**{field: new})))
+    findings = classify(LOCK, lock(**{field: new}))
+    if isinstance(new, dict):
+        assert findings and all(f.severity == severity for f in findings)
+        changed = sorted(k for k in set(new) | set(LOCK[field]) if new.get(k) != LOCK[field].get(k))
+        assert sorted(f.field for f in findings) == [f"{field}.{k}" for k in changed]
+    finding = findings[0] if isinstance(new, dict) else only(findings)
     assert finding.severity == severity
     assert field in finding.describe()
     if isinstance(new, dict):
