@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-hooks_app = typer.Typer(help="Install or remove dlm-git's git hooks.", no_args_is_help=True, rich_markup_mode=None)
+hooks_app = typer.Typer(
+    help="Install or remove dlm-git's git hooks.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 @hooks_app.command("install")

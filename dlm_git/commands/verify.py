@@ -28,6 +28,8 @@ def verify(
     no_dvc: bool = typer.Option(False, "--no-dvc", help="With --worktree: skip dvc.lock checks."),
     report: Path = typer.Option(None, "--report", help="Also write the JSON report here."),
     tiny_dir: Path = typer.Option(None, "--tiny-dir", help="Built tiny base directory."),
+    sample: int = typer.Option(2, "--sample", help="With --level segments: segments to replay."),
+    seed: int = typer.Option(None, "--seed", help="With --level segments: sampling seed."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that recorded hashes are what the inputs and outputs really are."""
@@ -42,7 +44,15 @@ def verify(
 
         reports = [verify_worktree(doc, use_dvc=not no_dvc, tiny_dir=tiny_dir)]
     else:
-        raise UsageError("verify", "commit verification is not available yet", "use --worktree")
+        from dlm_git.gitio import toplevel
+        from dlm_git.verify.commit import verify_commit
+
+        root = toplevel(Path.cwd())
+        reports = verify_commit(root, commit, doc)
+        if level != "hash":
+            from dlm_git.verify.replay import replay_reports
+
+            reports = replay_reports(root, commit, reports, level, sample, seed)
     finish(reports, report, as_json)
 
 

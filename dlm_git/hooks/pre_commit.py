@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from dlm_git import gitio
+from dlm_git.doc.peek import source_dirs
 from dlm_git.dvcfiles import cache_object, dir_listing, find_out, parse_dvc_lock
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
@@ -58,31 +59,6 @@ class DocState:
     head_lock: bytes | None
     head_manifest: bytes | None
     source_dirs: list[str]
-
-
-def frontmatter_of(text: bytes) -> dict[str, Any]:
-    """The YAML frontmatter as a dict (light parse; the full parser validates later)."""
-    try:
-        lines = text.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n").split("\n")
-        if lines[0] != "---":
-            return {}
-        end = lines.index("---", 1)
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except (UnicodeDecodeError, ValueError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def source_dirs(rel: str, fm: dict[str, Any]) -> list[str]:
-    training = fm.get("training") or {}
-    out = []
-    for spec in (training.get("sources") or []) if isinstance(training, dict) else []:
-        path = spec.get("path") if isinstance(spec, dict) else None
-        if isinstance(path, str):
-            joined = posixpath.normpath(posixpath.join(rel, path))
-            if not joined.startswith(".."):
-                out.append("" if joined == "." else joined)
-    return out
 
 
 def discover(root: Path, staged: list[str]) -> list[str]:
@@ -125,7 +101,7 @@ def load_state(root: Path, rel: str) -> DocState:
         manifest=blobs.get(f":{prefix}{MANIFEST_NAME}"),
         head_lock=blobs.get(f"HEAD:{prefix}{LOCK_NAME}"),
         head_manifest=blobs.get(f"HEAD:{prefix}{MANIFEST_NAME}"),
-        source_dirs=source_dirs(rel, frontmatter_of(dlm)) if dlm else [],
+        source_dirs=source_dirs(rel, dlm) if dlm else [],
     )
 
 

@@ -90,7 +90,9 @@ def _load(path: Path) -> Any:
         return _yaml().load(path.read_text("utf-8"))
     except Exception as exc:  # ruamel raises many types; all mean "not valid YAML"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DlmGitError(str(path), f"not valid YAML: {first}", "fix it, then re-run init") from None
+        raise DlmGitError(
+            str(path), f"not valid YAML: {first}", "fix it, then re-run init"
+        ) from None
 
 
 def _dump(data: Any) -> str:
@@ -139,7 +141,9 @@ def merge_dvc_yaml(path: Path, result: InitResult) -> None:
             stages[name] = body
             added.append(name)
         elif _plain(stages[name]) != body:
-            result.warnings.append(f"{path.name}: stage '{name}' differs from dlm-git's; left as is")
+            result.warnings.append(
+                f"{path.name}: stage '{name}' differs from dlm-git's; left as is"
+            )
     if added:
         atomic_write_text(path, _dump(data))
         result.changes.append(f"{path.name}: added stages {', '.join(added)}")
@@ -186,7 +190,9 @@ def merge_gitignore(path: Path, result: InitResult) -> None:
     if [m for m in missing if not m.startswith("#")]:
         sep = "" if not text or text.endswith("\n") else "\n"
         atomic_write_text(path, text + sep + "\n".join(missing) + "\n")
-        result.changes.append(f".gitignore: added {', '.join(m for m in missing if not m.startswith('#'))}")
+        result.changes.append(
+            f".gitignore: added {', '.join(m for m in missing if not m.startswith('#'))}"
+        )
 
 
 def scaffold(root: Path, name: str, result: InitResult) -> None:

@@ -29,7 +29,7 @@ class DocReport:
 
     @property
     def ok(self) -> bool:
-        return self.verdict not in (FAILED, CANNOT_VERIFY, "MISMATCH")
+        return self.verdict in (VERIFIED, "BITWISE", "WITHIN_TOLERANCE")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -1,0 +1,73 @@
+"""The pre-push hook: hash-level `verify` of every commit tip being pushed.
+
+git feeds `<local ref> <local sha> <remote ref> <remote sha>` lines on stdin. A tip whose
+verification FAILS refuses the push; one that CANNOT be verified here (adapter not in the
+local DVC cache, base not available) warns, or refuses under strict mode
+(`DLM_GIT_STRICT=1` / `git config dlm-git.strict true`). Never imports torch or dvc.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from dlm_git import gitio
+from dlm_git.errors import DlmGitError
+
+ZERO = "0" * 40
+
+
+def pushed_tips(stdin: str) -> list[str]:
+    tips = []
+    for line in stdin.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[1] != ZERO and set(parts[1]) != {"0"}:
+            tips.append(parts[1])
+    return list(dict.fromkeys(tips))
+
+
+def run(cwd: Path, stdin: str) -> int:
+    from dlm_git.verify.commit import verify_commit
+    from dlm_git.verify.report import CANNOT_VERIFY
+
+    root = gitio.toplevel(cwd)
+    strict = gitio.env_flag("DLM_GIT_STRICT") or (
+        (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")
+    )
+    errors = warnings = 0
+    for sha in pushed_tips(stdin):
+        try:
+            reports = verify_commit(root, sha, None)
+        except DlmGitError as exc:
+            if "has no .dlm documents" in exc.message:
+                continue
+            raise
+        for r in reports:
+            if r.ok:
+                continue
+            bad = r.first_failure()
+            what = f"{bad.name}: {bad.detail}" if bad else r.verdict
+            level = "ERROR" if r.verdict != CANNOT_VERIFY or strict else "WARN"
+            errors += level == "ERROR"
+            warnings += level == "WARN"
+            sys.stderr.write(
+                f"dlm-git: {level} {r.doc}@{sha[:12]}: {r.verdict} ({what}) "
+                f"(run `dlm-git verify {sha[:12]}` for details)\n"
+            )
+    if errors or warnings:
+        verdict = "push refused" if errors else "ok"
+        sys.stderr.write(f"dlm-git: {errors} error(s), {warnings} warning(s): {verdict}\n")
+    return 1 if errors else 0
+
+
+def main() -> int:
+    try:
+        return run(Path(os.getcwd()), sys.stdin.read())
+    except DlmGitError as exc:
+        sys.stderr.write(f"dlm-git: ERROR {exc.one_line()}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
