@@ -67,6 +67,8 @@ class TrainingConfig(Frozen):
     sources: tuple[SourceSpec, ...] = ()
     sources_policy: Literal["strict", "permissive"] = "strict"
     cache: CacheConfig = CacheConfig()
+    segment_every: Annotated[int, Field(ge=0)] | None = None
+    """Segment snapshot interval in optimizer steps; None: about 4 segments; 0: none."""
 
     @field_validator("target_modules")
     @classmethod

@@ -55,6 +55,7 @@ STAGES: dict[str, Any] = {
             "params": ["pipeline.lock_mode", "pipeline.device", "pipeline.threads"],
             "outs": [
                 "${item}/adapter",
+                "${item}/segments",
                 {"${item}/dlm.lock": {"cache": False, "persist": True}},
                 {"${item}/manifest.json": {"cache": False}},
             ],

@@ -107,25 +107,34 @@ def collate(batch: list[Sequence], pad_id: int, device: str) -> dict[str, Any]:
     }
 
 
-BoundaryFn = Callable[[int, Any, Any, Any, dict[str, Any]], None]
+BoundaryFn = Callable[[int, Any, "Trainer", "LoopResult"], None]
 ProgressFn = Callable[[int, int, float, int], None]
 
 
-def train_loop(
-    model: Any,
-    sequences: list[Sequence],
-    cfg: LoopConfig,
-    *,
-    progress: ProgressFn | None = None,
-    boundary_every: int = 0,
-    on_boundary: BoundaryFn | None = None,
-) -> LoopResult:
-    """Train `model` (a peft model, already seeded and on `cfg.device`) in place."""
+@dataclass
+class Cursor:
+    """Where the data order stands: the next optimizer step reads group `group` of `epoch`."""
+
+    epoch: int = 0
+    group: int = 0
+
+
+@dataclass
+class Trainer:
+    """The mutable state of a run between optimizer steps (what a boundary snapshots)."""
+
+    optimizer: Any
+    scheduler: Any
+    params: list[Any]
+    total: int
+    step: int = 0
+    cursor: Cursor = field(default_factory=Cursor)
+
+
+def make_trainer(model: Any, n_sequences: int, cfg: LoopConfig) -> Trainer:
     import torch
 
-    if not sequences:
-        raise ValueError("no training sequences")
-    steps = total_steps(len(sequences), cfg)
+    steps = total_steps(n_sequences, cfg)
     warmup = warmup_steps(steps, cfg.warmup_ratio)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
@@ -139,51 +148,88 @@ def train_loop(
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: lr_factor(s, steps, warmup, cfg.lr_scheduler)
     )
+    return Trainer(optimizer, scheduler, params, steps)
+
+
+def train_loop(
+    model: Any,
+    sequences: list[Sequence],
+    cfg: LoopConfig,
+    *,
+    progress: ProgressFn | None = None,
+    boundary_every: int = 0,
+    on_boundary: BoundaryFn | None = None,
+    trainer: Trainer | None = None,
+    stop_at: int | None = None,
+) -> LoopResult:
+    """Train `model` (a peft model, already seeded and on `cfg.device`) in place.
+
+    With `trainer` the run resumes from that state (a restored segment boundary) and
+    `stop_at` ends it after that optimizer step."""
+    import torch
+
+    if not sequences:
+        raise ValueError("no training sequences")
+    t = trainer or make_trainer(model, len(sequences), cfg)
+    end = min(t.total, stop_at) if stop_at is not None else t.total
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
     scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
     model.train()
-    result = LoopResult()
-    epoch = 0
-    cursor = {"epoch": 0, "batch": 0}
-    while result.steps < steps:
-        batches = micro_batches(sequences, cfg, epoch)
-        groups = [batches[i : i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
-        for g_index, group in enumerate(groups):
-            if result.steps >= steps:
-                break
-            step_loss = 0.0
-            for indices in group:
-                batch = collate([sequences[i] for i in indices], cfg.pad_id, cfg.device)
-                if autocast_dtype is not None:
-                    with torch.autocast(device_type="cuda", dtype=autocast_dtype):
-                        out = model(**batch)
-                else:
+    result = LoopResult(steps=t.step)
+    if on_boundary is not None and boundary_every and t.step == 0:
+        on_boundary(0, model, t, result)
+    groups: list[list[list[int]]] = []
+    groups_epoch = -1
+    while t.step < end:
+        if groups_epoch != t.cursor.epoch:
+            batches = micro_batches(sequences, cfg, t.cursor.epoch)
+            groups = [
+                batches[i : i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)
+            ]
+            groups_epoch = t.cursor.epoch
+        if t.cursor.group >= len(groups):  # a cursor at an epoch's end (older snapshots)
+            t.cursor = Cursor(t.cursor.epoch + 1, 0)
+            continue
+        group = groups[t.cursor.group]
+        step_loss = 0.0
+        for indices in group:
+            batch = collate([sequences[i] for i in indices], cfg.pad_id, cfg.device)
+            if autocast_dtype is not None:
+                with torch.autocast(device_type="cuda", dtype=autocast_dtype):
                     out = model(**batch)
-                loss = out.loss / len(group)
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                else:
-                    loss.backward()
-                step_loss += float(loss.detach().float().cpu())
-                result.tokens += int(batch["attention_mask"].sum())
-                result.loss_tokens += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
-                result.sequences_seen += len(indices)
-            if scaler is not None:
-                scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM, foreach=False)
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
             else:
-                optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            result.steps += 1
-            result.losses.append(step_loss)
-            cursor = {"epoch": epoch, "batch": g_index + 1}
-            if progress is not None:
-                progress(result.steps, steps, step_loss, result.tokens)
-            if on_boundary is not None and boundary_every and result.steps % boundary_every == 0:
-                on_boundary(result.steps, model, optimizer, scheduler, dict(cursor))
-        epoch += 1
+                out = model(**batch)
+            loss = out.loss / len(group)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            step_loss += float(loss.detach().float().cpu())
+            result.tokens += int(batch["attention_mask"].sum())
+            result.loss_tokens += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+            result.sequences_seen += len(indices)
+        if scaler is not None:
+            scaler.unscale_(t.optimizer)
+        torch.nn.utils.clip_grad_norm_(t.params, MAX_GRAD_NORM, foreach=False)
+        if scaler is not None:
+            scaler.step(t.optimizer)
+            scaler.update()
+        else:
+            t.optimizer.step()
+        t.scheduler.step()
+        t.optimizer.zero_grad(set_to_none=True)
+        t.step += 1
+        # the cursor always names the next group to read (an epoch's end rolls over here)
+        t.cursor = (
+            Cursor(t.cursor.epoch, t.cursor.group + 1)
+            if t.cursor.group + 1 < len(groups)
+            else Cursor(t.cursor.epoch + 1, 0)
+        )
+        result.steps = t.step
+        result.losses.append(step_loss)
+        if progress is not None:
+            progress(t.step, t.total, step_loss, result.tokens)
+        last = t.step == t.total
+        if on_boundary is not None and boundary_every and (t.step % boundary_every == 0 or last):
+            on_boundary(t.step, model, t, result)
     return result

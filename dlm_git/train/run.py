@@ -179,7 +179,9 @@ def effective_config(
 ) -> dict[str, Any]:
     from dlm_git.train.loop import MAX_GRAD_NORM, OPTIMIZER
 
-    cfg = training.model_dump(mode="json", exclude={"cache", "sources", "sources_policy"})
+    cfg = training.model_dump(
+        mode="json", exclude={"cache", "sources", "sources_policy", "segment_every"}
+    )
     cfg.update(
         {
             "target_modules": sorted(target_modules),
@@ -216,6 +218,47 @@ def resolve_targets(model: Any, requested: str | tuple[str, ...]) -> list[str]:
             f"available: {', '.join(sorted(names))}",
         )
     return sorted(requested)
+
+
+def build_model(base_path: Path, training: TrainingConfig, device: str) -> tuple[Any, list[str]]:
+    """The base with fresh LoRA layers, initialised from the seed (train and replay)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(training.seed)
+    model = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=torch.float32)
+    targets = resolve_targets(model, training.target_modules)
+    lora = LoraConfig(
+        r=training.lora_r,
+        lora_alpha=training.lora_alpha,
+        lora_dropout=training.lora_dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    torch.manual_seed(training.seed)
+    model = get_peft_model(model, lora)
+    model.to(device)
+    return model, targets
+
+
+def loop_config(training: TrainingConfig, device: str, precision: str, pad_id: int) -> Any:
+    from dlm_git.train.loop import LoopConfig
+
+    return LoopConfig(
+        learning_rate=training.learning_rate,
+        lr_scheduler=training.lr_scheduler,
+        warmup_ratio=training.warmup_ratio,
+        num_epochs=training.num_epochs,
+        max_steps=training.max_steps,
+        micro_batch_size=training.micro_batch_size,
+        grad_accum=training.grad_accum,
+        seed=training.seed,
+        device=device,
+        precision=precision,
+        pad_id=pad_id,
+    )
 
 
 def resolve_precision(requested: str, device: str) -> str:
@@ -310,46 +353,17 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
             str(loaded.doc.path), "no trainable rows (no prose, instructions or sources)"
         )
 
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     from dlm_git.train.adapter import install_dir, save_adapter, staging_dir
-    from dlm_git.train.loop import LoopConfig, total_steps, train_loop, warmup_steps
+    from dlm_git.train.loop import total_steps, train_loop, warmup_steps
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft)\b.*")
+    warnings.filterwarnings("ignore", category=FutureWarning)
     precision = resolve_precision(training.precision, device)
-    torch.manual_seed(training.seed)
-    model = AutoModelForCausalLM.from_pretrained(str(resolved.path), dtype=torch.float32)
-    targets = resolve_targets(model, training.target_modules)
-    lora = LoraConfig(
-        r=training.lora_r,
-        lora_alpha=training.lora_alpha,
-        lora_dropout=training.lora_dropout,
-        target_modules=targets,
-        bias="none",
-        task_type="CAUSAL_LM",
-    )
-    torch.manual_seed(training.seed)
-    model = get_peft_model(model, lora)
-    model.to(device)
-    pad_id = tok.pad_id
-    loop_cfg = LoopConfig(
-        learning_rate=training.learning_rate,
-        lr_scheduler=training.lr_scheduler,
-        warmup_ratio=training.warmup_ratio,
-        num_epochs=training.num_epochs,
-        max_steps=training.max_steps,
-        micro_batch_size=training.micro_batch_size,
-        grad_accum=training.grad_accum,
-        seed=training.seed,
-        device=device,
-        precision=precision,
-        pad_id=pad_id,
-    )
+    model, targets = build_model(resolved.path, training, device)
+    loop_cfg = loop_config(training, device, precision, tok.pad_id)
     steps = total_steps(len(tok.sequences), loop_cfg)
     config = effective_config(
         training,
@@ -360,33 +374,43 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
         precision,
         tok.template_kind,
     )
-    segments = None
-    boundary = None
-    if options.segment_every:
-        from dlm_git.train.segments import SegmentWriter
+    from dlm_git.train.segments import SegmentWriter, genesis, resolve_every
 
-        segments = SegmentWriter(layout, options.segment_every, config, tok.stream_root, lock)
-        boundary = segments.on_boundary
+    every = resolve_every(
+        options.segment_every if options.segment_every is not None else training.segment_every,
+        steps,
+    )
+    segments = (
+        SegmentWriter.create(
+            layout,
+            every,
+            genesis(canonical_json_sha256(config), tok.stream_root, resolved.identity.tensor_root),
+        )
+        if every
+        else None
+    )
+    boundary = segments.on_boundary if segments is not None else None
     prog, update = _progress_printer(options.quiet)
     t_train = time.perf_counter()
-    if prog is not None:
-        with prog:
+    try:
+        if prog is not None:
+            with prog:
+                result = train_loop(
+                    model,
+                    tok.sequences,
+                    loop_cfg,
+                    progress=update,
+                    boundary_every=every,
+                    on_boundary=boundary,
+                )
+        else:
             result = train_loop(
-                model,
-                tok.sequences,
-                loop_cfg,
-                progress=update,
-                boundary_every=options.segment_every or 0,
-                on_boundary=boundary,
+                model, tok.sequences, loop_cfg, boundary_every=every, on_boundary=boundary
             )
-    else:
-        result = train_loop(
-            model,
-            tok.sequences,
-            loop_cfg,
-            boundary_every=options.segment_every or 0,
-            on_boundary=boundary,
-        )
+    except BaseException:
+        if segments is not None:
+            segments.abort()
+        raise
     t_train = time.perf_counter() - t_train
 
     staging = staging_dir(layout.adapter)
@@ -398,8 +422,8 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
 
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    segments_record: SegmentsRecord | None = segments.finish() if segments is not None else None
     install_dir(staging, layout.adapter)
+    segments_record: SegmentsRecord | None = segments.finish() if segments is not None else None
     lock_written = options.lock_mode != "ignore"
     if lock_written:
         write_lock(layout.lock, lock)

@@ -154,11 +154,48 @@ def record_checks(checks: Checks, files: DocFiles) -> tuple[Manifest | None, dic
         expect_equal("config_sha256", m.config_sha256, canonical_json_sha256(m.training_config))
         return m.config_sha256[:16]
 
+    def lock_versions() -> str:
+        versions = lk.get("pinned_versions") or {}
+        torch_v = versions.get("torch")
+        if not isinstance(torch_v, str) or not version_major(torch_v).isdigit():
+            raise CheckFailed(f"pinned_versions.torch: {torch_v!r} is not a torch version")
+        if m.base.kind == "builtin":
+            # The builtin base's revision names the library versions that built it, which
+            # are the versions that trained the adapter: the lock must agree with it.
+            derived = builtin_revision(versions)
+            if derived != lk["base_model_revision"]:
+                raise CheckFailed(
+                    f"pinned_versions (torch {torch_v}, transformers "
+                    f"{versions.get('transformers')}, tokenizers {versions.get('tokenizers')}) "
+                    f"did not build base revision {lk['base_model_revision']} (they give "
+                    f"{derived}): the lock does not record the environment that trained this"
+                )
+            return f"torch {torch_v}; versions agree with base {derived}"
+        return f"torch {torch_v}"
+
     checks.run("lock.binding", lock_binding)
     checks.run("lock.fields", lock_fields)
+    checks.run("lock.versions", lock_versions)
     checks.run("doc.sha256", doc_sha)
     checks.run("config.digest", config_digest)
     return manifest, lock
+
+
+def version_major(version: str) -> str:
+    return version.split("+")[0].split(".")[0]
+
+
+def builtin_revision(versions: dict[str, Any]) -> str:
+    """The revision `builtin:tiny` has when built with these library versions."""
+    from dlm_git.base.tiny import tiny_spec
+
+    spec = tiny_spec()
+    spec["versions"] = {
+        "tokenizers": versions.get("tokenizers"),
+        "torch": str(versions.get("torch")).split("+")[0],
+        "transformers": versions.get("transformers"),
+    }
+    return "tiny-" + canonical_json_sha256(spec)[:16]
 
 
 def sources_checks(checks: Checks, manifest: Manifest, doc_path: Path, repo_root: Path) -> None:
@@ -258,6 +295,9 @@ def adapter_checks(checks: Checks, manifest: Manifest, adapter_dir: Path | None)
     checks.run("adapter.tensors", tensors)
 
 
+FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
+
+
 def lora_structure_check(
     checks: Checks, manifest: Manifest, adapter_dir: Path | None, base_dir: Path | None
 ) -> None:
@@ -266,7 +306,12 @@ def lora_structure_check(
     def structure() -> str:
         if adapter_dir is None:
             raise CheckFailed("adapter not available")
-        config = json.loads((adapter_dir / ADAPTER_CONFIG).read_text("utf-8"))
+        try:
+            config = json.loads((adapter_dir / ADAPTER_CONFIG).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CheckFailed(f"{ADAPTER_CONFIG} cannot be read: {type(exc).__name__}") from None
+        if not isinstance(config, dict):
+            raise CheckFailed(f"{ADAPTER_CONFIG} is not a JSON object")
         cfg = manifest.training_config
         expect_equal("adapter_config r", cfg.get("lora_r"), config.get("r"))
         expect_equal(
@@ -280,7 +325,7 @@ def lora_structure_check(
             sorted(config.get("target_modules") or []),
         )
         r = int(config["r"])
-        targets = set(config["target_modules"])
+        targets = set(config.get("target_modules") or [])
         header, _ = read_safetensors_header(adapter_dir / ADAPTER_WEIGHTS)
         base_shapes = _base_linear_shapes(base_dir) if base_dir is not None else None
         if base_shapes is None:
@@ -290,6 +335,8 @@ def lora_structure_check(
             if name == "__metadata__":
                 continue
             shape = list(info["shape"])
+            if info["dtype"] not in FLOAT_DTYPES:
+                raise CheckFailed(f"{name}: dtype {info['dtype']} is not a floating-point type")
             if ".lora_A." in name or ".lora_B." in name:
                 module = name.split(".lora_")[0]
                 leaf = module.rsplit(".", 1)[-1]

@@ -73,11 +73,18 @@ def assemble_adapter(root: Path, dvc_lock: bytes | None, doc_rel: str, dest: Pat
         return f"adapter {out.md5} is not in the DVC cache (run `dvc fetch` / `dvc pull`)"
     dest.mkdir(parents=True, exist_ok=True)
     for name, md5 in listing.items():
+        if not _plain_name(name):
+            continue  # never written outside `dest`; dvc.binding reports the entry
         src = cache_object(root, md5)
         if not src.is_file():
             return f"adapter file {name} ({md5}) is not in the DVC cache (run `dvc fetch`)"
         shutil.copyfile(src, dest / name)
     return None
+
+
+def _plain_name(name: str) -> bool:
+    """A listing entry that names a file directly inside the adapter directory."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
 
 
 def verify_commit_doc(root: Path, sha: str, doc_rel: str, work: Path) -> DocReport:

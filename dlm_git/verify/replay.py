@@ -80,6 +80,10 @@ def replay_doc(root: Path, sha: str, report: DocReport) -> DocReport:
         checks.append(Check("replay", False, "no dlm.lock to replay against"))
         return _with(report, checks, CANNOT_VERIFY, [])
     lock = parse_lock_json(lock_bytes, LOCK_NAME)
+    versions_ok, versions_detail = _replayable_torch(lock)
+    checks.append(Check("replay.versions", versions_ok, versions_detail))
+    if not versions_ok:
+        return _with(report, checks, CANNOT_VERIFY if report.ok else report.verdict, [])
     flags = lock.get("determinism_flags") or {}
     threads = int(flags.get("threads") or 1)
     device = str(flags.get("device") or "cpu")
@@ -148,6 +152,24 @@ def replay_doc(root: Path, sha: str, report: DocReport) -> DocReport:
             )
         )
         return _with(report, checks, WITHIN_TOLERANCE if ok and report.ok else MISMATCH, notes)
+
+
+def _replayable_torch(lock: dict[str, Any]) -> tuple[bool, str]:
+    """A replay under another torch major reproduces nothing the lock promises (the lock
+    policy refuses to train across a torch major), so it is not attempted."""
+    from importlib import metadata
+
+    from dlm_git.verify.checks import version_major
+
+    recorded = str((lock.get("pinned_versions") or {}).get("torch"))
+    installed = metadata.version("torch")
+    if version_major(recorded) != version_major(installed):
+        return False, (
+            f"recorded torch {recorded}, installed torch {installed}: a replay under another "
+            f"torch major cannot reproduce this adapter (replay it with torch "
+            f"{version_major(recorded)}.x)"
+        )
+    return True, f"torch {installed} (recorded {recorded})"
 
 
 def _why_not_bitwise(recorded: dict[str, Any], now: dict[str, Any]) -> str:

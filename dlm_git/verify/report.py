@@ -29,7 +29,7 @@ class DocReport:
 
     @property
     def ok(self) -> bool:
-        return self.verdict in (VERIFIED, "BITWISE", "WITHIN_TOLERANCE")
+        return self.verdict in (VERIFIED, "BITWISE", "WITHIN_TOLERANCE", "SEGMENTS_BITWISE")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

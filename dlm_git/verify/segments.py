@@ -1,0 +1,277 @@
+"""Segment verification: check the whole boundary chain, replay K sampled segments.
+
+Invariants:
+- The chain is always checked in full: every boundary's tensors file matches the sha256
+  its JSON records, every `prev` is the digest of the boundary before (the first is the
+  genesis digest of config, token stream and base), the last digest is the manifest's
+  chain root, and the last boundary's LoRA tensors are the adapter's.
+- K segments are drawn with a `random.Random(seed)`; the seed is fresh unless given and
+  is always printed, so a run can be repeated (`--seed`).
+- A replayed segment must reproduce its end boundary byte for byte; on a mismatch the
+  report names the first step whose loss differs (or the boundary step, if only the final
+  update differs).
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dlm_git import gitio
+from dlm_git.doc.peek import source_dirs
+from dlm_git.errors import DlmGitError
+from dlm_git.hashing import sha256_bytes
+from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
+from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
+from dlm_git.verify.checks import Check
+from dlm_git.verify.commit import assemble_adapter
+from dlm_git.verify.report import CANNOT_VERIFY, DocReport
+
+SEGMENTS_OK = "SEGMENTS_BITWISE"
+
+
+def check_chain(
+    boundaries: list[tuple[int, bytes, bytes]],
+    genesis_digest: str,
+    manifest: Any,
+    adapter_dir: Path,
+) -> tuple[list[str], str | None]:
+    """Digests in order, or the first problem found."""
+    from safetensors.numpy import load, load_file
+
+    from dlm_git.train.segments import adapter_name, parse_meta
+
+    record = manifest.segments
+    if len(boundaries) != record.count:
+        return [], f"{len(boundaries)} boundaries found, manifest records {record.count}"
+    prev, digests = genesis_digest, []
+    for step, meta_bytes, blob in boundaries:
+        try:
+            meta = parse_meta(meta_bytes)
+        except (ValueError, UnicodeDecodeError):
+            return digests, f"boundary {step}: JSON does not parse"
+        if meta.get("step") != step:
+            return digests, f"boundary {step}: records step {meta.get('step')}"
+        if meta.get("tensors_sha256") != sha256_bytes(blob):
+            return digests, f"boundary {step}: tensors file does not match its recorded sha256"
+        if meta.get("prev") != prev:
+            return (
+                digests,
+                f"boundary {step}: prev does not link to the boundary before (forged or reordered chain)",
+            )
+        prev = sha256_bytes(meta_bytes)
+        digests.append(prev)
+    if prev != record.chain_root:
+        return digests, f"chain root {prev[:16]} is not the manifest's {record.chain_root[:16]}"
+    final = load(boundaries[-1][2])
+    adapter = load_file(str(adapter_dir / ADAPTER_WEIGHTS))
+    params = {
+        adapter_name(k.removeprefix("param/")): v
+        for k, v in final.items()
+        if k.startswith("param/")
+    }
+    if set(params) != set(adapter) or any(
+        params[k].tobytes() != adapter[k].tobytes() for k in adapter
+    ):
+        return digests, "the last boundary's LoRA tensors are not the adapter's"
+    return digests, None
+
+
+def segment_reports(
+    root: Path, sha: str, reports: list[DocReport], sample: int, seed: int | None
+) -> list[DocReport]:
+    seed = seed if seed is not None else secrets.randbelow(2**31)
+    return [segment_doc(root, sha, r, sample, seed) for r in reports]
+
+
+def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int) -> DocReport:
+    from dlm_git.train.segments import genesis
+
+    doc_rel = report.doc
+    prefix = "" if doc_rel == "." else doc_rel + "/"
+    blobs = gitio.cat_files(
+        [f"{sha}:{prefix}{MANIFEST_NAME}", f"{sha}:{prefix}{LOCK_NAME}", f"{sha}:dvc.lock"], root
+    )
+    checks = list(report.checks)
+    notes = [f"segment sample seed {seed} (repeat with --seed {seed})"]
+    manifest_bytes = blobs.get(f"{sha}:{prefix}{MANIFEST_NAME}")
+    if manifest_bytes is None:
+        checks.append(Check("segments.chain", False, "no manifest"))
+        return _with(report, checks, CANNOT_VERIFY, notes)
+    manifest = read_manifest_bytes(manifest_bytes, MANIFEST_NAME)
+    if manifest.segments is None:
+        checks.append(
+            Check(
+                "segments.chain",
+                False,
+                "trained without segment snapshots (training.segment_every: 0)",
+            )
+        )
+        return _with(report, checks, CANNOT_VERIFY, notes)
+    with tempfile.TemporaryDirectory(prefix="dlm-git-segments-") as tmp:
+        work = Path(tmp)
+        seg_dir, adapter_dir = work / "segments", work / "adapter"
+        missing = assemble_adapter(root, blobs.get(f"{sha}:dvc.lock"), doc_rel, adapter_dir)
+        missing = missing or _assemble_out(
+            root, blobs.get(f"{sha}:dvc.lock"), doc_rel, SEGMENTS_DIR, seg_dir
+        )
+        if missing:
+            checks.append(Check("segments.chain", False, missing))
+            return _with(report, checks, CANNOT_VERIFY, notes)
+        from dlm_git.train.segments import read_boundaries
+
+        boundaries = read_boundaries(seg_dir)
+        gen = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
+        digests, problem = check_chain(boundaries, gen, manifest, adapter_dir)
+        checks.append(
+            Check(
+                "segments.chain",
+                problem is None,
+                problem
+                or f"{len(digests)} boundaries chained to {manifest.segments.chain_root[:16]}",
+            )
+        )
+        if problem is not None:
+            return _with(report, checks, "FAILED", notes)
+        n = len(boundaries) - 1
+        picks = sorted(random.Random(seed).sample(range(1, n + 1), min(sample, n)))
+        notes.append(f"replaying segments {picks} of {n}")
+        try:
+            results = replay_segments(
+                root,
+                sha,
+                doc_rel,
+                manifest,
+                blobs.get(f"{sha}:{prefix}{LOCK_NAME}") or b"",
+                boundaries,
+                digests,
+                picks,
+                work,
+            )
+        except DlmGitError as exc:
+            checks.append(Check("segments.replay", False, f"cannot replay: {exc.one_line()}"))
+            return _with(report, checks, CANNOT_VERIFY, notes)
+    for index, problem in results:
+        start, end = boundaries[index - 1][0], boundaries[index][0]
+        checks.append(
+            Check(
+                "segments.replay",
+                problem is None,
+                problem or f"segment {index} (steps {start + 1}-{end}) bitwise identical",
+            )
+        )
+    ok = all(c.ok for c in checks)
+    return _with(report, checks, SEGMENTS_OK if ok else "MISMATCH", notes)
+
+
+def _assemble_out(
+    root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: Path
+) -> str | None:
+    import shutil
+
+    import yaml
+
+    from dlm_git.dvcfiles import cache_object, dir_listing, find_out, parse_dvc_lock
+
+    if dvc_lock is None:
+        return "the commit has no dvc.lock"
+    try:
+        out = find_out(parse_dvc_lock(dvc_lock), f"{doc_rel}/{name}" if doc_rel != "." else name)
+    except (ValueError, yaml.YAMLError):
+        return "the commit's dvc.lock does not parse"
+    if out is None:
+        return f"the commit's dvc.lock records no {name}/"
+    listing = dir_listing(root, out.md5)
+    if listing is None:
+        return f"{name}/ {out.md5} is not in the DVC cache (run `dvc fetch`)"
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, md5 in listing.items():
+        src = cache_object(root, md5)
+        if not src.is_file():
+            return f"{name}/{rel} is not in the DVC cache (run `dvc fetch`)"
+        shutil.copyfile(src, dest / rel)
+    return None
+
+
+def replay_segments(
+    root: Path,
+    sha: str,
+    doc_rel: str,
+    manifest: Any,
+    lock_bytes: bytes,
+    boundaries: list[tuple[int, bytes, bytes]],
+    digests: list[str],
+    picks: list[int],
+    work: Path,
+) -> list[tuple[int, str | None]]:
+    from safetensors.numpy import load
+
+    from dlm_git.base.resolve import resolve_base
+    from dlm_git.determinism import apply_determinism
+    from dlm_git.doc.load import load_document
+    from dlm_git.lock.io import parse_lock_json
+    from dlm_git.train.loop import make_trainer, train_loop
+    from dlm_git.train.pipeline import tokenize_document
+    from dlm_git.train.run import build_model, loop_config, resolve_precision
+    from dlm_git.train.segments import capture, encode_boundary, parse_meta, restore
+
+    lock = parse_lock_json(lock_bytes, LOCK_NAME)
+    flags = lock.get("determinism_flags") or {}
+    threads, device = int(flags.get("threads") or 1), str(flags.get("device") or "cpu")
+    tree = work / "tree"
+    (tree / ".git").mkdir(parents=True)
+    dlm = [p for p in gitio.ls_files([doc_rel], root, rev=sha) if p.endswith(".dlm")]
+    dlm_bytes = gitio.cat_files([f"{sha}:{dlm[0]}"], root).get(f"{sha}:{dlm[0]}") or b""
+    gitio.materialize([doc_rel, *source_dirs(doc_rel, dlm_bytes)], tree, root, rev=sha)
+    loaded = load_document(tree / doc_rel)
+    training = loaded.doc.frontmatter.training
+    resolved = resolve_base(
+        loaded.doc.frontmatter.base_model, loaded.doc.directory, loaded.repo_root
+    )
+    apply_determinism(training.seed, device, threads)
+    tok = tokenize_document(loaded, resolved, use_cache=False)
+    if tok.stream_root != manifest.tokens.root:
+        raise DlmGitError("segments", "re-tokenized stream differs from the manifest's token root")
+    precision = resolve_precision(training.precision, device)
+    results: list[tuple[int, str | None]] = []
+    for index in picks:
+        start_step, start_meta, start_blob = boundaries[index - 1]
+        end_step, end_meta, _ = boundaries[index]
+        model, _ = build_model(resolved.path, training, device)
+        cfg = loop_config(training, device, precision, tok.pad_id)
+        trainer = make_trainer(model, len(tok.sequences), cfg)
+        restore(model, trainer, load(start_blob), parse_meta(start_meta))
+        result = train_loop(model, tok.sequences, cfg, trainer=trainer, stop_at=end_step)
+        tensors, scalars = capture(model, trainer)
+        _, _, digest = encode_boundary(tensors, scalars, result.losses, digests[index - 1])
+        if digest == digests[index]:
+            results.append((index, None))
+            continue
+        recorded = parse_meta(end_meta).get("losses_hex") or []
+        from dlm_git.hashing import float_hex
+
+        replayed = [float_hex(v) for v in result.losses]
+        first = next((i for i, (a, b) in enumerate(zip(recorded, replayed)) if a != b), None)
+        step = start_step + 1 + first if first is not None else end_step
+        results.append(
+            (
+                index,
+                f"segment {index} (steps {start_step + 1}-{end_step}) diverges; first divergent step {step}",
+            )
+        )
+    return results
+
+
+def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]) -> DocReport:
+    return DocReport(
+        doc=report.doc,
+        level="segments",
+        verdict=verdict if report.ok or verdict != SEGMENTS_OK else report.verdict,
+        checks=checks,
+        adapter_sha256=report.adapter_sha256,
+        notes=[*report.notes, *notes],
+        extra=report.extra,
+    )
