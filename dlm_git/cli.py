@@ -15,13 +15,13 @@ import typer
 from dlm_git import __version__
 from dlm_git.commands import doctor as doctor_cmd
 from dlm_git.commands import init as init_cmd
+from dlm_git.commands import show as show_cmd
 from dlm_git.commands import tokenize as tokenize_cmd
+from dlm_git.commands import train as train_cmd
 from dlm_git.commands import verify as verify_cmd
 from dlm_git.commands.base import base_app
-from dlm_git.commands.hooks import hooks_app
-from dlm_git.commands import show as show_cmd
-from dlm_git.commands import train as train_cmd
 from dlm_git.commands.cache import cache_app
+from dlm_git.commands.hooks import hooks_app
 from dlm_git.errors import DlmGitError
 from dlm_git.output import error_line
 

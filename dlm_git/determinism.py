@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import random
@@ -121,10 +122,8 @@ def apply_determinism(seed: int, device: str, threads: int) -> None:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
-    try:
+    with contextlib.suppress(RuntimeError):  # settable once per process only
         torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass  # already set in this process (only possible once); recorded below regardless
     torch.use_deterministic_algorithms(True)
     if device.startswith("cuda"):
         torch.cuda.manual_seed_all(seed)

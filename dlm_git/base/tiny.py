@@ -189,7 +189,7 @@ def _write_model(directory: Path) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
     tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
     config = LlamaConfig(

@@ -49,5 +49,5 @@ def doctor(
     for key, value in sorted(flags.items()):
         typer.echo(f"  {key:<26}{value}")
     typer.echo("versions")
-    for key, value in sorted(report["pinned_versions"].items()):
+    for key, value in sorted(pinned_versions().items()):
         typer.echo(f"  {key:<26}{value}")

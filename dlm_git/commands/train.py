@@ -99,7 +99,8 @@ def train(
         f" (threads={outcome.lock.determinism_flags.get('threads')})"
     )
     typer.echo(
-        f"  final loss       {float.fromhex(m.training.final_loss_hex):.6f} ({m.training.final_loss_hex})"
+        f"  final loss       {float.fromhex(m.training.final_loss_hex):.6f}"
+        f" ({m.training.final_loss_hex})"
     )
     if m.training.skipped_preference_sections:
         typer.echo(

@@ -127,20 +127,21 @@ def parse_bytes(raw: bytes, path: Path) -> Document:
 # --- frontmatter ---------------------------------------------------------------------------
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
     """yaml.SafeLoader that refuses a mapping with the same key twice (last-wins would
     silently drop, e.g., a whole first `training:` block)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key '{key}'", key_node.start_mark
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 def parse_frontmatter(fm_text: str, path: Path) -> Frontmatter:

@@ -146,7 +146,7 @@ class _Matcher:
         if all(p.include for p in patterns) and all(
             isinstance(getattr(p, "regex", None), re.Pattern) for p in patterns
         ):
-            parts = [p.regex.pattern.replace("(?P<ps_d>", "(") for p in patterns]  # type: ignore[attr-defined]
+            parts = [p.regex.pattern.replace("(?P<ps_d>", "(") for p in patterns if p.regex]
             self.combined = re.compile("|".join(f"(?:{part})" for part in parts)) if parts else None
             self.empty = not parts
         else:

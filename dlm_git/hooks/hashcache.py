@@ -7,6 +7,7 @@ committed); a damaged cache file is ignored and rewritten.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -44,7 +45,5 @@ class HashCache:
 
     def save(self) -> None:
         if self.dirty:
-            try:
+            with contextlib.suppress(OSError):
                 atomic_write_bytes(self.path, json.dumps(self.entries, sort_keys=True).encode())
-            except OSError:
-                pass

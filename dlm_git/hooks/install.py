@@ -25,7 +25,8 @@ HOOKS = ("pre-commit", "pre-push")
 CHAINED_SUFFIX = ".dlm-git-chained"
 
 SHIM = """#!/bin/sh
-{marker} ({hook}) - installed by `dlm-git hooks install`; remove: `dlm-git hooks install --uninstall`
+{marker} ({hook}) - installed by `dlm-git hooks install`
+# remove with `dlm-git hooks install --uninstall`
 here=$(dirname "$0")
 py={python}
 [ -x "$py" ] || py=python3

@@ -12,7 +12,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from dlm_git.hashing import canonical_json, sha256_bytes
-from dlm_git.lock.io import LOCK_VERSION
 
 
 class LicenseAcceptance(BaseModel):
@@ -26,7 +25,7 @@ class LicenseAcceptance(BaseModel):
 class Lock(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lock_version: Literal[1] = LOCK_VERSION
+    lock_version: Literal[1] = 1  # == LOCK_VERSION
     dlm_id: str
     dlm_sha256: str
     base_model: str

@@ -78,7 +78,7 @@ class SegmentsRecord(_Frozen):
 
 
 class Manifest(_Frozen):
-    schema_version: Literal[1] = MANIFEST_VERSION
+    schema_version: Literal[1] = 1
     dlm_id: str
     dlm_sha256: str
     section_ids: list[str]

@@ -18,7 +18,15 @@ from typing import Any
 
 from dlm_git.train.tokenize import IGNORE_INDEX, Sequence
 
-OPTIMIZER = {"name": "adamw", "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+ADAM_WEIGHT_DECAY = 0.0
+OPTIMIZER: dict[str, Any] = {
+    "name": "adamw",
+    "betas": list(ADAM_BETAS),
+    "eps": ADAM_EPS,
+    "weight_decay": ADAM_WEIGHT_DECAY,
+}
 MAX_GRAD_NORM = 1.0
 
 
@@ -140,9 +148,9 @@ def make_trainer(model: Any, n_sequences: int, cfg: LoopConfig) -> Trainer:
     optimizer = torch.optim.AdamW(
         params,
         lr=cfg.learning_rate,
-        betas=(OPTIMIZER["betas"][0], OPTIMIZER["betas"][1]),
-        eps=OPTIMIZER["eps"],
-        weight_decay=OPTIMIZER["weight_decay"],
+        betas=ADAM_BETAS,
+        eps=ADAM_EPS,
+        weight_decay=ADAM_WEIGHT_DECAY,
         foreach=False,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -17,8 +17,8 @@ from dlm_git.base.resolve import ResolvedBase
 from dlm_git.cache.entry import encode_entry
 from dlm_git.cache.store import TokenCache, default_cache_dir, entry_key
 from dlm_git.doc.load import LoadedDocument
-from dlm_git.train.rows import build_rows
 from dlm_git.manifest.records import sources_record
+from dlm_git.train.rows import build_rows
 from dlm_git.train.tokenize import (
     TOKENS_INDEX,
     RowTokenizer,

@@ -99,10 +99,7 @@ def license_acceptance(resolved: ResolvedBase, accept: bool) -> LicenseAcceptanc
     spec = resolved.spec
     if spec.kind == "builtin":
         return LicenseAcceptance(license="MIT", requires_acceptance=False, accepted=True)
-    if spec.registry_key is not None:
-        lic = REGISTRY[spec.registry_key].license
-    else:
-        lic = "unknown"
+    lic = REGISTRY[spec.registry_key].license if spec.registry_key is not None else "unknown"
     requires = lic not in PERMISSIVE_LICENSES
     if requires and not accept:
         raise TrainError(
@@ -134,7 +131,7 @@ def build_lock(
         hardware_tier=hw.tier,
         seed=fm.training.seed,
         determinism_flags=flags,
-        determinism_class=klass,  # type: ignore[arg-type]
+        determinism_class=klass,
         license_acceptance=license_acceptance(resolved, accept_license),
     )
 
@@ -227,20 +224,20 @@ def build_model(base_path: Path, training: TrainingConfig, device: str) -> tuple
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(training.seed)
-    model = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=torch.float32)
     targets = resolve_targets(model, training.target_modules)
     lora = LoraConfig(
         r=training.lora_r,
-        lora_alpha=training.lora_alpha,
+        lora_alpha=training.lora_alpha,  # type: ignore[arg-type]  # peft takes floats
         lora_dropout=training.lora_dropout,
         target_modules=targets,
         bias="none",
         task_type="CAUSAL_LM",
     )
     torch.manual_seed(training.seed)
-    model = get_peft_model(model, lora)
-    model.to(device)
-    return model, targets
+    peft_model: Any = get_peft_model(model, lora)
+    peft_model.to(device)
+    return peft_model, targets
 
 
 def loop_config(training: TrainingConfig, device: str, precision: str, pad_id: int) -> Any:
@@ -328,12 +325,12 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     klass = determinism_class(hw, flags)
     current = build_lock(loaded, resolved, hw, flags, klass, options.accept_license)
     layout = loaded.layout
+    lock_warnings: list[Finding] = []
     if options.lock_mode == "ignore":  # no validation, nothing written: don't even read it
-        lock, lock_warnings = current, []
+        lock = current
     elif options.lock_mode == "update" and _corrupt(layout.lock):
         # Accepting over a corrupt lock binds the acceptance to the exact bytes replaced.
         lock = current.model_copy(update={"supersedes": sha256_file(layout.lock)})
-        lock_warnings: list[Finding] = []
     else:
         prior = read_lock(layout.lock)
         lock, lock_warnings = validate_lock(prior, current, options.lock_mode, str(layout.lock))
@@ -358,8 +355,8 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     from dlm_git.train.adapter import install_dir, save_adapter, staging_dir
     from dlm_git.train.loop import total_steps, train_loop, warmup_steps
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     warnings.filterwarnings("ignore", category=FutureWarning)
     precision = resolve_precision(training.precision, device)
     model, targets = build_model(resolved.path, training, device)

@@ -77,10 +77,10 @@ def capture(model: Any, trainer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
                 float(state["step"]), dtype=np.float32
             ).reshape(1)
     tensors["rng/torch"] = torch.get_rng_state().numpy().copy()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         for i, st in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"rng/cuda/{i}"] = st.numpy().copy()
-    np_state = np.random.get_state()
+    np_state: tuple[Any, ...] = np.random.get_state()  # type: ignore[assignment]
     tensors["rng/numpy/keys"] = np.asarray(np_state[1], dtype=np.uint32)
     py_version, py_state, py_gauss = random.getstate()
     scalars = {

@@ -51,7 +51,7 @@ class RowTokenizer:
             from transformers import AutoTokenizer
             from transformers.utils import logging as hf_logging
 
-            hf_logging.set_verbosity_error()
+            hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
             self._tok = AutoTokenizer.from_pretrained(str(self.base_path))
             if self.chat_template and not getattr(self._tok, "chat_template", None):
                 raise ValueError(f"{self.base_path}: chat template in files but not loaded")
@@ -164,7 +164,7 @@ def save_tokens(
     from dlm_git.fsutil import atomic_write_bytes
 
     empty = np.zeros(0, dtype=np.int32)
-    tensors = {
+    tensors: dict[str, np.ndarray] = {
         "input_ids": np.concatenate([s.input_ids for s in sequences]).astype(np.int32)
         if sequences
         else empty,

@@ -129,7 +129,10 @@ def replay_doc(root: Path, sha: str, report: DocReport) -> DocReport:
                 )
                 first = next((n for n, d in dist.items() if d != 0.0), None)
             why = "same tier, flags and versions under class strong: bit equality expected"
-            detail = f"replayed adapter {outcome.adapter_sha256[:16]} != recorded {str(recorded_sha)[:16]}"
+            detail = (
+                f"replayed adapter {outcome.adapter_sha256[:16]}"
+                f" != recorded {str(recorded_sha)[:16]}"
+            )
             if first:
                 detail += f"; first differing tensor {first}"
             checks.append(

@@ -47,7 +47,7 @@ def check_chain(
     record = manifest.segments
     if len(boundaries) != record.count:
         return [], f"{len(boundaries)} boundaries found, manifest records {record.count}"
-    prev, digests = genesis_digest, []
+    prev, digests = genesis_digest, list[str]()
     for step, meta_bytes, blob in boundaries:
         try:
             meta = parse_meta(meta_bytes)
@@ -60,7 +60,8 @@ def check_chain(
         if meta.get("prev") != prev:
             return (
                 digests,
-                f"boundary {step}: prev does not link to the boundary before (forged or reordered chain)",
+                f"boundary {step}: prev does not link to the boundary before"
+                " (forged or reordered chain)",
             )
         prev = sha256_bytes(meta_bytes)
         digests.append(prev)
@@ -254,12 +255,14 @@ def replay_segments(
         from dlm_git.hashing import float_hex
 
         replayed = [float_hex(v) for v in result.losses]
-        first = next((i for i, (a, b) in enumerate(zip(recorded, replayed)) if a != b), None)
+        pairs = enumerate(zip(recorded, replayed, strict=False))
+        first = next((i for i, (a, b) in pairs if a != b), None)
         step = start_step + 1 + first if first is not None else end_step
         results.append(
             (
                 index,
-                f"segment {index} (steps {start_step + 1}-{end_step}) diverges; first divergent step {step}",
+                f"segment {index} (steps {start_step + 1}-{end_step}) diverges;"
+                f" first divergent step {step}",
             )
         )
     return results

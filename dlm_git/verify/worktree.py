@@ -65,12 +65,14 @@ def verify_worktree(
     adapter_sha = None
     if manifest is not None:
         sources_checks(checks, manifest, doc_path, repo_root)
-        adapter_checks(checks, manifest, layout.adapter if layout.adapter.is_dir() else None)
+        # A missing adapter/ (not pulled yet) is a failed check in each check, never a crash.
+        adapter_dir = layout.adapter if layout.adapter.is_dir() else None
+        adapter_checks(checks, manifest, adapter_dir)
         base_dir = locate_base_dir(manifest.base.spec, layout.directory, repo_root, tiny_dir)
-        lora_structure_check(checks, manifest, layout.adapter, base_dir)
+        lora_structure_check(checks, manifest, adapter_dir, base_dir)
         base_check(checks, manifest, base_dir, manifest.base.revision)
         if use_dvc:
-            dvc_checks(checks, files, layout.adapter, repo_root)
+            dvc_checks(checks, files, adapter_dir, repo_root)
         adapter_sha = manifest.adapter.files.get("adapter_model.safetensors")
     return DocReport(
         doc=doc_rel,
