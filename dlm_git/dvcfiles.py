@@ -35,7 +35,10 @@ class DvcOut:
 
 
 def parse_dvc_lock(data: bytes) -> dict[str, Any]:
-    obj = yaml.safe_load(data.decode("utf-8")) or {}
+    # libyaml's safe loader when available: a dvc.lock of many documents is thousands of
+    # lines, and the pure-Python loader would dominate the pre-commit hook's time.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    obj = yaml.load(data.decode("utf-8"), Loader=loader) or {}
     if not isinstance(obj, dict):
         raise ValueError("dvc.lock is not a mapping")
     return obj
@@ -55,9 +58,14 @@ def cache_dir(repo_root: Path) -> Path:
     config = repo_root / ".dvc" / "config.local"
     for candidate in (config, repo_root / ".dvc" / "config"):
         if candidate.is_file():
+            section = ""
             for line in candidate.read_text("utf-8").splitlines():
+                stripped = line.strip()
+                if stripped.startswith("["):
+                    section = stripped.strip("[]").strip().strip("'\"")
+                    continue
                 key, _, value = line.partition("=")
-                if key.strip() == "dir" and value.strip():
+                if section == "cache" and key.strip() == "dir" and value.strip():
                     path = Path(value.strip())
                     return path if path.is_absolute() else (candidate.parent / path).resolve()
     return repo_root / ".dvc" / "cache"

@@ -38,15 +38,35 @@ def toplevel(cwd: Path) -> Path:
     return Path(out)
 
 
+def toplevel_and_head(cwd: Path) -> tuple[Path, str | None]:
+    """The work tree's root and HEAD's commit (None before the first commit), in one call."""
+    proc = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"],
+        cwd=cwd,
+        capture_output=True,
+    )
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if not lines or not lines[0]:
+        raise GitError(str(cwd), "not inside a git work tree", "run `git init` first")
+    head = lines[1].strip() if proc.returncode == 0 and len(lines) > 1 else None
+    return Path(lines[0]), head or None
+
+
 def resolve_commit(rev: str, cwd: Path) -> str | None:
     out = git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd, check=False)
     sha = out.decode().strip()
     return sha or None
 
 
-def staged_paths(cwd: Path) -> list[str]:
-    """Paths whose index entry differs from HEAD (all of them before the first commit)."""
-    against = "HEAD" if resolve_commit("HEAD", cwd) else _empty_tree(cwd)
+_UNKNOWN = "?"
+
+
+def staged_paths(cwd: Path, head: str | None = _UNKNOWN) -> list[str]:
+    """Paths whose index entry differs from HEAD (all of them before the first commit).
+    `head`: HEAD's commit if already resolved (None: there is no HEAD yet)."""
+    if head == _UNKNOWN:
+        head = resolve_commit("HEAD", cwd)
+    against = head if head else _empty_tree(cwd)
     out = git(["diff-index", "--cached", "--name-only", "--no-renames", "-z", against], cwd)
     return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
 
@@ -85,6 +105,20 @@ def ls_files(paths: Sequence[str], cwd: Path, rev: str | None = None) -> list[st
     else:
         out = git(["ls-tree", "-r", "-z", "--name-only", rev, "--", *paths], cwd)
     return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+SYMLINK_MODE = "120000"
+
+
+def ls_index(paths: Sequence[str], cwd: Path) -> list[tuple[str, str]]:
+    """(mode, path) of the index's files under `paths` (mode `120000`: a symlink)."""
+    out = git(["ls-files", "-s", "-z", "--", *paths], cwd)
+    entries = []
+    for entry in out.decode("utf-8", "surrogateescape").split("\0"):
+        meta, _, path = entry.partition("\t")
+        if path:
+            entries.append((meta.split(" ", 1)[0], path))
+    return entries
 
 
 def materialize(paths: Sequence[str], dest: Path, cwd: Path, rev: str | None = None) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader when available
+
 
 def peek_frontmatter(text: bytes) -> dict[str, Any]:
     try:
@@ -18,20 +20,34 @@ def peek_frontmatter(text: bytes) -> dict[str, Any]:
         if lines[0] != "---":
             return {}
         end = lines.index("---", 1)
-        data = yaml.safe_load("\n".join(lines[1:end]))
+        data = yaml.load("\n".join(lines[1:end]), Loader=_LOADER)
     except (UnicodeDecodeError, ValueError, yaml.YAMLError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def source_dirs(doc_rel: str, text: bytes) -> list[str]:
-    """Repo-relative paths named by `training.sources[*].path` (inside the repo only)."""
+def _source_paths(doc_rel: str, text: bytes) -> tuple[list[str], list[str]]:
+    """`training.sources[*].path`, joined to the document's directory: (inside the
+    repository as repo-relative paths, outside it as written in the document)."""
     training = peek_frontmatter(text).get("training") or {}
-    out = []
+    inside, outside = [], []
     for spec in (training.get("sources") or []) if isinstance(training, dict) else []:
         path = spec.get("path") if isinstance(spec, dict) else None
         if isinstance(path, str):
             joined = posixpath.normpath(posixpath.join(doc_rel, path))
-            if not joined.startswith(".."):
-                out.append("." if joined == "." else joined)
-    return out
+            if joined == ".." or joined.startswith("../") or posixpath.isabs(joined):
+                outside.append(path)
+            else:
+                inside.append(joined)
+    return inside, outside
+
+
+def source_dirs(doc_rel: str, text: bytes) -> list[str]:
+    """Repo-relative paths named by `training.sources[*].path` (inside the repo only)."""
+    return _source_paths(doc_rel, text)[0]
+
+
+def outside_sources(doc_rel: str, text: bytes) -> list[str]:
+    """`training.sources[*].path` values that leave the repository (`..` past its root, or
+    absolute): possible under `sources_policy: permissive`; git holds no copy of them."""
+    return _source_paths(doc_rel, text)[1]

@@ -35,7 +35,12 @@ class HashCache:
         key = str(Path(path).resolve())
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         entry = self.entries.get(key)
-        if isinstance(entry, list) and entry[:4] == stamp and isinstance(entry[4], str):
+        if (
+            isinstance(entry, list)
+            and len(entry) == 5
+            and entry[:4] == stamp
+            and isinstance(entry[4], str)
+        ):
             return entry[4]
         with open(path, "rb") as fh:
             digest = hashlib.file_digest(fh, "sha256").hexdigest()

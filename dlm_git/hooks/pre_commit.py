@@ -7,7 +7,9 @@ through git's plumbing, which honours it):
                    ERROR unless `supersedes` is the sha256 of HEAD's lock
 2. adapter sha     staged manifest.json's adapter hashes vs the adapter the staged dvc.lock
                    names (DVC cache), and manifest.lock_sha256 vs the staged lock
-3. stale record    staged .dlm / sources vs the staged manifest (dlm_sha256, sources root)
+3. stale record    staged .dlm / sources vs the staged manifest (dlm_sha256, sources root);
+                   the sources are re-expanded from the index only when something that
+                   can change their root differs from HEAD (see `sources_unchanged`)
 4. determinism     same inputs as HEAD's manifest but another adapter: ERROR if `strong`
 Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict true`) makes WARN an ERROR.
 Never imports torch, transformers, peft or dvc.
@@ -19,7 +21,6 @@ import json
 import os
 import posixpath
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 import yaml
 
 from dlm_git import gitio
-from dlm_git.doc.peek import source_dirs
+from dlm_git.doc.peek import outside_sources, peek_frontmatter, source_dirs
 from dlm_git.dvcfiles import cache_object, dir_listing, find_out, parse_dvc_lock
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
@@ -38,7 +39,10 @@ from dlm_git.lock.io import parse_lock_json
 from dlm_git.lock.policy import apply_strict, by_severity, classify
 
 RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
-ACCEPT = "if intended, re-train with `--update-lock` (pipeline: lock_mode: update) to record `supersedes`"
+ACCEPT = (
+    "if intended, re-train with `--update-lock` (pipeline: lock_mode: update)"
+    " to record `supersedes`"
+)
 LOCK_TUPLE = (
     "pinned_versions",
     "hardware_tier",
@@ -59,15 +63,26 @@ class DocState:
     head_lock: bytes | None
     head_manifest: bytes | None
     source_dirs: list[str]
+    head_dlm: bytes | None = None
+    """HEAD's bytes of the same .dlm path (None: no HEAD, or the file is new)."""
 
 
-def discover(root: Path, staged: list[str]) -> list[str]:
-    """Document directories: those params.yaml lists (index) plus any with a staged .dlm."""
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+
+
+def discover(
+    root: Path, staged: list[str], blobs: dict[str, bytes | None] | None = None
+) -> list[str]:
+    """Document directories: those params.yaml lists (index) plus any with a staged .dlm.
+    `blobs` may hold `:params.yaml` already read."""
     docs: list[str] = []
-    params = gitio.cat_files([":params.yaml"], root).get(":params.yaml")
+    if blobs is None or ":params.yaml" not in blobs:
+        blobs = gitio.cat_files([":params.yaml"], root)
+    params = blobs.get(":params.yaml")
     if params:
         try:
-            listed = (yaml.safe_load(params.decode("utf-8")) or {}).get("documents") or []
+            data = yaml.load(params.decode("utf-8"), Loader=YAML_LOADER) or {}
+            listed = data.get("documents") or []
         except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
             listed = []
         docs.extend(posixpath.normpath(str(d)) for d in listed if isinstance(d, str))
@@ -81,28 +96,66 @@ def _in(path: str, directory: str) -> bool:
     return directory in ("", ".") or path == directory or path.startswith(directory + "/")
 
 
+def load_states(
+    root: Path, rels: list[str], has_head: bool | None = None, symlinks: list[str] | None = None
+) -> list[DocState]:
+    """The staged and HEAD versions of every document's files: one `ls-files` and one
+    `cat-file --batch` for all documents together (a git process costs milliseconds).
+    Symlinks found in the index under `rels` are appended to `symlinks` when given."""
+    if not rels:
+        return []
+    dlms_in: dict[str, list[str]] = {}
+    for mode, path in gitio.ls_index(rels, root):
+        if path.endswith(".dlm"):
+            dlms_in.setdefault(posixpath.dirname(path) or ".", []).append(path)
+        if symlinks is not None and mode == gitio.SYMLINK_MODE:
+            symlinks.append(path)
+    if has_head is None:
+        has_head = gitio.resolve_commit("HEAD", root) is not None
+    plans: list[tuple[str, str, str | None]] = []
+    names: list[str] = []
+    for rel in rels:
+        prefix = "" if rel == "." else rel + "/"
+        dlms = dlms_in.get(rel, [])
+        dlm_name = dlms[0] if len(dlms) == 1 else None
+        plans.append((rel, prefix, dlm_name))
+        names += [f":{prefix}{LOCK_NAME}", f":{prefix}{MANIFEST_NAME}"]
+        if has_head:
+            names += [f"HEAD:{prefix}{LOCK_NAME}", f"HEAD:{prefix}{MANIFEST_NAME}"]
+        if dlm_name:
+            names.append(f":{dlm_name}")
+            if has_head:
+                names.append(f"HEAD:{dlm_name}")
+    blobs = gitio.cat_files(names, root)
+    states = []
+    for rel, prefix, dlm_name in plans:
+        dlm = blobs.get(f":{dlm_name}") if dlm_name else None
+        states.append(
+            DocState(
+                rel=rel,
+                dlm_name=dlm_name,
+                dlm=dlm,
+                lock=blobs.get(f":{prefix}{LOCK_NAME}"),
+                manifest=blobs.get(f":{prefix}{MANIFEST_NAME}"),
+                head_lock=blobs.get(f"HEAD:{prefix}{LOCK_NAME}"),
+                head_manifest=blobs.get(f"HEAD:{prefix}{MANIFEST_NAME}"),
+                source_dirs=source_dirs(rel, dlm) if dlm else [],
+                head_dlm=blobs.get(f"HEAD:{dlm_name}") if dlm_name else None,
+            )
+        )
+    return states
+
+
 def load_state(root: Path, rel: str) -> DocState:
-    prefix = "" if rel == "." else rel + "/"
-    listed = gitio.ls_files([rel], root)
-    dlms = [p for p in listed if p.endswith(".dlm") and "/" not in p[len(prefix) :]]
-    dlm_name = dlms[0] if len(dlms) == 1 else None
-    names = [f":{prefix}{LOCK_NAME}", f":{prefix}{MANIFEST_NAME}"]
-    names += [f"HEAD:{prefix}{LOCK_NAME}", f"HEAD:{prefix}{MANIFEST_NAME}"]
-    if dlm_name:
-        names.append(f":{dlm_name}")
-    has_head = gitio.resolve_commit("HEAD", root) is not None
-    blobs = gitio.cat_files([n for n in names if has_head or not n.startswith("HEAD:")], root)
-    dlm = blobs.get(f":{dlm_name}") if dlm_name else None
-    return DocState(
-        rel=rel,
-        dlm_name=dlm_name,
-        dlm=dlm,
-        lock=blobs.get(f":{prefix}{LOCK_NAME}"),
-        manifest=blobs.get(f":{prefix}{MANIFEST_NAME}"),
-        head_lock=blobs.get(f"HEAD:{prefix}{LOCK_NAME}"),
-        head_manifest=blobs.get(f"HEAD:{prefix}{MANIFEST_NAME}"),
-        source_dirs=source_dirs(rel, dlm) if dlm else [],
-    )
+    return load_states(root, [rel])[0]
+
+
+def sources_spec(dlm: bytes | None) -> tuple[Any, Any] | None:
+    """What decides which files a document's `training.sources` take (None: unreadable)."""
+    training = peek_frontmatter(dlm or b"").get("training") if dlm else None
+    if not isinstance(training, dict):
+        return None
+    return training.get("sources"), training.get("sources_policy")
 
 
 def touched(state: DocState, staged: list[str]) -> bool:
@@ -111,11 +164,24 @@ def touched(state: DocState, staged: list[str]) -> bool:
 
 
 class Checker:
-    def __init__(self, root: Path, strict: bool) -> None:
+    def __init__(
+        self,
+        root: Path,
+        strict: bool,
+        staged: list[str] | None = None,
+        symlinks: list[str] | None = None,
+        blobs: dict[str, bytes | None] | None = None,
+    ) -> None:
         self.root = root
         self.strict = strict
+        self.staged = staged
+        """Paths whose index entry differs from HEAD; None: unknown (always re-expand)."""
+        self.symlinks = symlinks or []
+        """Symlinks in the index under the documents' source directories."""
         self.findings: list[HookFinding] = []
         self.hashes = HashCache(root)
+        self.blobs = blobs or {}
+        """Objects already read (`:dvc.lock`), so they are not read twice."""
         self._dvc_lock: dict[str, Any] | None | bool = False
 
     def add(self, level: str, doc: str, check: str, what: str, fix: str) -> None:
@@ -123,7 +189,9 @@ class Checker:
 
     def dvc_lock(self) -> dict[str, Any] | None:
         if self._dvc_lock is False:
-            data = gitio.cat_files([":dvc.lock"], self.root).get(":dvc.lock")
+            if ":dvc.lock" not in self.blobs:
+                self.blobs.update(gitio.cat_files([":dvc.lock"], self.root))
+            data = self.blobs.get(":dvc.lock")
             try:
                 self._dvc_lock = parse_dvc_lock(data) if data is not None else None
             except (ValueError, yaml.YAMLError, UnicodeDecodeError):
@@ -280,12 +348,13 @@ class Checker:
                     "run `dvc pull`",
                 )
                 return
-            if digest != recorded[name].get("sha256"):
+            expected = str(recorded[name].get("sha256"))
+            if digest != expected:
                 self.add(
                     "ERROR",
                     s.rel,
                     "adapter.sha",
-                    f"{name} sha256 {digest[:16]} is not manifest.json's {str(recorded[name].get('sha256'))[:16]}",
+                    f"{name} sha256 {digest[:16]} is not manifest.json's {expected[:16]}",
                     RETRAIN,
                 )
 
@@ -299,6 +368,19 @@ class Checker:
                 RETRAIN,
             )
             return
+        outside = outside_sources(s.rel, s.dlm or b"")
+        if outside:
+            self.add(
+                "WARN",
+                s.rel,
+                "stale",
+                f"training.sources outside the repository ({', '.join(outside)}) are not in"
+                " git: their part of the record is not checked",
+                "keep sources inside the repository to have them checked",
+            )
+            return
+        if self.sources_unchanged(s, m):
+            return
         root = self.sources_root(s)
         if isinstance(root, str) and root != (m.get("sources") or {}).get("merkle_root"):
             self.add(
@@ -311,13 +393,41 @@ class Checker:
         elif isinstance(root, HookFinding):
             self.findings.append(root)
 
+    def sources_unchanged(self, s: DocState, m: dict[str, Any]) -> bool:
+        """True when the staged sources root is HEAD's without re-expanding them: the same
+        .dlm path with the same `training.sources` / `sources_policy`, nothing staged under
+        the source directories (so the index holds HEAD's files there), no symlinks there
+        (their targets may lie elsewhere), and the staged manifest records HEAD's root.
+        HEAD's record was checked when HEAD was committed (unless with --no-verify; the
+        pre-push hook and `dlm-git verify COMMIT` re-expand from scratch)."""
+        if self.staged is None or s.head_dlm is None or s.head_manifest is None:
+            return False
+        spec = sources_spec(s.dlm)
+        if spec is None or spec != sources_spec(s.head_dlm):
+            return False
+        dirs = s.source_dirs
+        if any(_in(p, d) for d in dirs for p in [*self.staged, *self.symlinks]):
+            return False
+        try:
+            head_root = (json.loads(s.head_manifest.decode("utf-8")).get("sources") or {}).get(
+                "merkle_root"
+            )
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            return False
+        return isinstance(head_root, str) and head_root == (m.get("sources") or {}).get(
+            "merkle_root"
+        )
+
     def sources_root(self, s: DocState) -> str | HookFinding | None:
         """The sources Merkle root of the *staged* tree (materialized in a temp dir)."""
         if not s.source_dirs:
-            # No directives: the expansion is empty; nothing to materialize.
-            from dlm_git.manifest.records import sources_record
+            # No directives: the expansion is empty (the root of the empty tree, as
+            # `sources_record([])` has it, without importing the pydantic records).
+            from dlm_git.hashing import merkle_root
 
-            return sources_record([]).merkle_root
+            return merkle_root([])
+        import tempfile
+
         from dlm_git.doc.parser import parse_document
         from dlm_git.doc.sources import expand_sources
         from dlm_git.manifest.records import sources_record
@@ -359,33 +469,39 @@ class Checker:
         old = (hm.get("adapter") or {}).get("tensor_root")
         new = (m.get("adapter") or {}).get("tensor_root")
         if same_inputs and old != new:
-            level = "ERROR" if lock.get("determinism_class") == "strong" else "WARN"
+            klass = lock.get("determinism_class")
             self.add(
-                level,
+                "ERROR" if klass == "strong" else "WARN",
                 s.rel,
                 "determinism",
-                f"same inputs as HEAD but a different adapter ({str(old)[:16]} -> {str(new)[:16]}) under class {lock.get('determinism_class')}",
-                "investigate nondeterminism: compare `dlm-git doctor` with the lock; see docs/hooks.md",
+                f"same inputs as HEAD but a different adapter ({str(old)[:16]} -> "
+                f"{str(new)[:16]}) under class {klass}",
+                "investigate nondeterminism: compare `dlm-git doctor` with the lock;"
+                " see docs/hooks.md",
             )
 
 
 def run(cwd: Path) -> int:
-    root = gitio.toplevel(cwd)
-    staged = gitio.staged_paths(root)
+    root, head = gitio.toplevel_and_head(cwd)
+    staged = gitio.staged_paths(root, head=head)
     if not staged:
         return 0
     strict = gitio.env_flag("DLM_GIT_STRICT") or (
         gitio.config_get("dlm-git.strict", root) or ""
     ).lower() in ("1", "true", "yes", "on")
-    checker = Checker(root, strict)
-    checked = 0
-    for rel in discover(root, staged):
-        state = load_state(root, rel)
-        if not touched(state, staged):
-            continue
-        checked += 1
+    blobs = gitio.cat_files([":params.yaml", ":dvc.lock"], root)
+    symlinks: list[str] = []
+    rels = discover(root, staged, blobs)
+    states = load_states(root, rels, has_head=head is not None, symlinks=symlinks)
+    states = [s for s in states if touched(s, staged)]
+    outside = sorted({d for s in states for d in s.source_dirs if not any(_in(d, r) for r in rels)})
+    if outside:
+        symlinks += [p for mode, p in gitio.ls_index(outside, root) if mode == gitio.SYMLINK_MODE]
+    checker = Checker(root, strict, staged=staged, symlinks=symlinks, blobs=blobs)
+    for state in states:
         checker.check(state)
     checker.hashes.save()
+    checked = len(states)
     if not checked:
         return 0
     findings = strict_upgrade(checker.findings, strict)

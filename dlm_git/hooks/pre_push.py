@@ -1,6 +1,7 @@
 """The pre-push hook: hash-level `verify` of every commit tip being pushed.
 
-git feeds `<local ref> <local sha> <remote ref> <remote sha>` lines on stdin. A tip whose
+git feeds `<local ref> <local sha> <remote ref> <remote sha>` lines on stdin (the
+pre-commit framework instead sets `PRE_COMMIT_TO_REF` to the local sha). A tip whose
 verification FAILS refuses the push; one that CANNOT be verified here (adapter not in the
 local DVC cache, base not available) warns, or refuses under strict mode
 (`DLM_GIT_STRICT=1` / `git config dlm-git.strict true`). Never imports torch or dvc.
@@ -27,6 +28,13 @@ def pushed_tips(stdin: str) -> list[str]:
     return list(dict.fromkeys(tips))
 
 
+def framework_tips() -> list[str]:
+    """The commit being pushed when run by the pre-commit framework (`stages: [pre-push]`):
+    it reads git's stdin itself and passes the local sha as `PRE_COMMIT_TO_REF`."""
+    to_ref = os.environ.get("PRE_COMMIT_TO_REF", "").strip()
+    return [to_ref] if to_ref and set(to_ref) != {"0"} else []
+
+
 def run(cwd: Path, stdin: str) -> int:
     from dlm_git.verify.commit import verify_commit
     from dlm_git.verify.report import CANNOT_VERIFY
@@ -36,7 +44,7 @@ def run(cwd: Path, stdin: str) -> int:
         (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")
     )
     errors = warnings = 0
-    for sha in pushed_tips(stdin):
+    for sha in pushed_tips(stdin) or framework_tips():
         try:
             reports = verify_commit(root, sha, None)
         except DlmGitError as exc:
@@ -63,7 +71,9 @@ def run(cwd: Path, stdin: str) -> int:
 
 def main() -> int:
     try:
-        return run(Path(os.getcwd()), sys.stdin.read())
+        # Under the pre-commit framework stdin is not git's (it may be a terminal).
+        stdin = "" if os.environ.get("PRE_COMMIT_TO_REF") else sys.stdin.read()
+        return run(Path(os.getcwd()), stdin)
     except DlmGitError as exc:
         sys.stderr.write(f"dlm-git: ERROR {exc.one_line()}\n")
         return 1

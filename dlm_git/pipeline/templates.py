@@ -81,4 +81,5 @@ GITIGNORE_LINES = (
     "# dlm-git: machine-local state (token cache, run records)",
     ".dlm-git/",
     "run.json",
+    "dvc_plots/",
 )

@@ -418,9 +418,15 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
         import shutil
 
         shutil.rmtree(staging, ignore_errors=True)
+        if segments is not None:
+            segments.abort()
         raise
     install_dir(staging, layout.adapter)
-    segments_record: SegmentsRecord | None = segments.finish() if segments is not None else None
+    segments_record: SegmentsRecord | None = None
+    if segments is not None:
+        segments_record = segments.finish()
+    else:  # keep the pipeline's `segments/` out present (empty) when snapshots are off
+        install_dir(staging_dir(layout.segments), layout.segments)
     lock_written = options.lock_mode != "ignore"
     if lock_written:
         write_lock(layout.lock, lock)

@@ -265,8 +265,13 @@ def adapter_checks(checks: Checks, manifest: Manifest, adapter_dir: Path | None)
         return
     assert adapter_dir is not None
 
+    computed: dict[str, Any] = {}
+
     def digests() -> str:
-        record = adapter_record(adapter_dir)
+        try:
+            record = computed["record"] = adapter_record(adapter_dir)
+        except ValueError as exc:
+            raise CheckFailed(str(exc)) from None
         for name, entry in recorded.files.items():
             actual = record.files[name]
             expect_equal(f"{name} size", entry.size, actual.size)
@@ -274,7 +279,10 @@ def adapter_checks(checks: Checks, manifest: Manifest, adapter_dir: Path | None)
         return f"{ADAPTER_WEIGHTS} {recorded.files[ADAPTER_WEIGHTS].sha256[:16]}"
 
     def tensors() -> str:
-        digest = digest_safetensors(adapter_dir / ADAPTER_WEIGHTS)
+        if not (adapter_dir / ADAPTER_WEIGHTS).is_file():
+            raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
+        # adapter.sha256 already read every tensor (one pass); read again only if it failed
+        digest = computed.get("record") or digest_safetensors(adapter_dir / ADAPTER_WEIGHTS)
         actual = {t.name: (t.dtype, list(t.shape), t.digest) for t in digest.tensors}
         expected = {t.name: (t.dtype, t.shape, t.digest) for t in recorded.tensors}
         if set(actual) != set(expected):
@@ -326,6 +334,8 @@ def lora_structure_check(
         )
         r = int(config["r"])
         targets = set(config.get("target_modules") or [])
+        if not (adapter_dir / ADAPTER_WEIGHTS).is_file():
+            raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
         header, _ = read_safetensors_header(adapter_dir / ADAPTER_WEIGHTS)
         base_shapes = _base_linear_shapes(base_dir) if base_dir is not None else None
         if base_shapes is None:
