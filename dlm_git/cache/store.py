@@ -27,10 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlm_git.cache.entry import CorruptEntry, decode_entry
+from dlm_git.cache.pack import encode_pack, read_index
+from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import sha256_text
 from dlm_git.train.tokenize import Sequence
 
 INDEX_NAME = "cache.sqlite"
+PACKS_DIR = "packs"
+PACK_PREFIX = "pack-"
+ACCESS_GRANULARITY_NS = 3600 * 10**9
 LOCK_NAME = ".lock"
 ENTRIES_DIR = "entries"
 SUFFIX = ".tok"
@@ -120,24 +125,51 @@ class TokenCache:
     # --- entries (no lock needed) ---------------------------------------------------------
 
     def path_of(self, key: str) -> Path:
+        if key.startswith(PACK_PREFIX):
+            return self.pack_path(key.removeprefix(PACK_PREFIX))
         return Path(self._path(key))
 
     def _path(self, key: str) -> str:
         return f"{self._entries}/{key[:2]}/{key}{SUFFIX}"
 
-    def get(self, key: str, row_id: str) -> tuple[list[Sequence], bytes, int] | None:
-        """The entry's sequences, the row's leaf hash and the entry's size; None on a miss."""
+    def get(self, key: str, row_id: str) -> tuple[list[Sequence], bytes, bytes] | None:
+        """The entry's sequences, the row's leaf hash and the entry bytes; None on a miss."""
         try:
             with open(self._path(key), "rb") as fh:
                 data = fh.read()
         except OSError:
             return None
+        return self.decode(data, key, row_id)
+
+    def decode(
+        self, data: bytes, key: str, row_id: str
+    ) -> tuple[list[Sequence], bytes, bytes] | None:
         try:
             sequences, leaf = decode_entry(data, key, row_id)
         except CorruptEntry:
             self.corrupt += 1
             return None
-        return sequences, leaf, len(data)
+        return sequences, leaf, data
+
+    # --- per-document packs (see pack.py) ------------------------------------------------
+
+    def pack_path(self, dlm_id: str) -> Path:
+        return self.root / PACKS_DIR / f"{dlm_id}.pack"
+
+    def read_pack(self, dlm_id: str) -> tuple[bytes, dict[str, tuple[int, int]]]:
+        try:
+            data = self.pack_path(dlm_id).read_bytes()
+        except OSError:
+            return b"", {}
+        return data, read_index(data)
+
+    def write_pack(self, dlm_id: str, entries: list[tuple[str, bytes]]) -> int:
+        data = encode_pack(entries)
+        try:
+            atomic_write_bytes(self.pack_path(dlm_id), data)
+        except OSError:
+            return 0
+        return len(data)
 
     def put(self, key: str, data: bytes) -> int:
         """Write an encoded entry atomically; returns its size (0 if the write failed)."""
@@ -198,12 +230,26 @@ class TokenCache:
     ) -> RunMetrics:
         """Update last access of used entries, add written ones, evict LRU, log the run."""
         now = time.time_ns()
+        fresh = now - ACCESS_GRANULARITY_NS
         with self.locked() as conn:
+            # Last access is kept to the hour: entries touched within the last hour need no
+            # write, which keeps a warm run's index update small.
+            stale = dict(written)
+            keys = list(used)
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                known = dict(
+                    conn.execute(
+                        f"SELECT key, last_access_ns FROM entries WHERE key IN ({marks})", chunk
+                    ).fetchall()
+                )
+                stale.update({k: used[k] for k in chunk if known.get(k, 0) < fresh})
             conn.executemany(
                 "INSERT INTO entries(key, size, last_access_ns) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET size=excluded.size, "
                 "last_access_ns=excluded.last_access_ns",
-                [(k, size, now) for k, size in {**used, **written}.items() if size > 0],
+                [(k, size, now) for k, size in stale.items() if size > 0],
             )
             evicted = self._evict(conn, max_bytes, protected=set(used) | set(written))
             total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
@@ -315,6 +361,15 @@ class TokenCache:
         known = {k for (k,) in conn.execute("SELECT key FROM entries")}
         cutoff = time.time() - SWEEP_GRACE_SECONDS
         removed = 0
+        packs = self.root / PACKS_DIR
+        for path in sorted(packs.iterdir()) if packs.is_dir() else []:
+            unknown = PACK_PREFIX + path.name.removesuffix(".pack") not in known
+            with contextlib.suppress(FileNotFoundError):
+                if (unknown or path.name.endswith(TMP_SUFFIX)) and (
+                    everything or path.stat().st_mtime < cutoff
+                ):
+                    path.unlink()
+                    removed += 1
         for shard in self.entries_dir.iterdir():
             if not shard.is_dir():
                 continue

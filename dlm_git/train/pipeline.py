@@ -15,7 +15,7 @@ from typing import Any
 
 from dlm_git.base.resolve import ResolvedBase
 from dlm_git.cache.entry import encode_entry
-from dlm_git.cache.store import TokenCache, default_cache_dir, entry_key
+from dlm_git.cache.store import PACK_PREFIX, TokenCache, default_cache_dir, entry_key
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.manifest.records import sources_record
 from dlm_git.train.rows import build_rows
@@ -67,11 +67,22 @@ def tokenize_document(
     used: dict[str, int] = {}
     written: dict[str, int] = {}
     hits = misses = 0
+    pack_data, pack_index = cache.read_pack(fm.dlm_id) if cache is not None else (b"", {})
+    pack_view = memoryview(pack_data)
+    run_entries: list[tuple[str, bytes]] = []
     for row in rows:
         key = entry_key(row.row_id, tok_sha, seq_len)
-        found = cache.get(key, row.row_id) if cache is not None else None
+        found = None
+        if cache is not None:
+            where = pack_index.get(key)
+            if where is not None:
+                offset, length = where
+                found = cache.decode(bytes(pack_view[offset : offset + length]), key, row.row_id)
+            if found is None:
+                found = cache.get(key, row.row_id)
         if found is not None:
-            seqs, leaf, used[key] = found
+            seqs, leaf, data = found
+            used[key] = len(data)
             hits += 1
         else:
             seqs = tokenizer.tokenize(row)
@@ -79,12 +90,18 @@ def tokenize_document(
             data, leaf = encode_entry(key, row.row_id, seqs)
             if cache is not None:
                 written[key] = cache.put(key, data)
+        run_entries.append((key, data))
         sequences.extend(seqs)
         leaves.append(leaf)
         row_counts.append((row.row_id, len(seqs)))
     seconds = time.perf_counter() - started
     stats = None
     if cache is not None:
+        pack_key = f"{PACK_PREFIX}{fm.dlm_id}"
+        if list(pack_index) != [k for k, _ in run_entries]:
+            written[pack_key] = cache.write_pack(fm.dlm_id, run_entries)
+        else:
+            used[pack_key] = len(pack_data)
         run = cache.record_run(
             used,
             written,
