@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 
 DVC_LOCK = "dvc.lock"
+# libyaml's safe loader when available (same results as yaml.safe_load, much faster).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,7 @@ class DvcOut:
 
 
 def parse_dvc_lock(data: bytes) -> dict[str, Any]:
-    # libyaml's safe loader when available: a dvc.lock of many documents is thousands of
-    # lines, and the pure-Python loader would dominate the pre-commit hook's time.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    obj = yaml.load(data.decode("utf-8"), Loader=loader) or {}
+    obj = yaml.load(data.decode("utf-8"), Loader=_LOADER) or {}
     if not isinstance(obj, dict):
         raise ValueError("dvc.lock is not a mapping")
     return obj
@@ -51,6 +50,51 @@ def find_out(lock: dict[str, Any], path: str) -> DvcOut | None:
             if out.get("path") == path and out.get("md5"):
                 return DvcOut(stage, path, str(out["md5"]), out.get("size"), out.get("nfiles"))
     return None
+
+
+def _stage_blocks(text: str) -> list[str] | None:
+    """dvc.lock's stages as YAML text, one `name:\n  body` block each, in file order, when
+    the file has the layout DVC writes (`stages:` at column 0, each stage name alone on a
+    line at column 2, its body deeper); None for any other layout."""
+    lines = text.split("\n")
+    try:
+        start = lines.index("stages:")
+    except ValueError:
+        return None
+    blocks: list[list[str]] = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            continue
+        if not line.startswith(" "):  # a later top-level key
+            if line.startswith("#"):
+                continue
+            break
+        if not line.startswith("   "):
+            if not line.rstrip().endswith(":") or line.lstrip().startswith(("-", "#")):
+                return None
+            blocks.append([line[2:]])
+        elif not blocks:
+            return None
+        else:
+            blocks[-1].append(line[2:])
+    return ["\n".join(b) + "\n" for b in blocks]
+
+
+def find_out_in(data: bytes, path: str) -> DvcOut | None:
+    """`find_out(parse_dvc_lock(data), path)`, parsing only the stages whose text names
+    `path` when the file has DVC's layout: a dvc.lock of many documents is thousands of
+    lines, and building all of it in Python would dominate the pre-commit hook's time.
+    Falls back to parsing everything whenever the quick look finds nothing."""
+    blocks = _stage_blocks(data.decode("utf-8"))
+    needle = f"path: {path}\n"
+    for block in blocks or []:
+        if needle in block:
+            stage = yaml.load(block, Loader=_LOADER)
+            if isinstance(stage, dict):
+                out = find_out({"stages": stage}, path)
+                if out is not None:
+                    return out
+    return find_out(parse_dvc_lock(data), path)
 
 
 def cache_dir(repo_root: Path) -> Path:

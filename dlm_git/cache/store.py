@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -173,20 +172,8 @@ class TokenCache:
 
     def put(self, key: str, data: bytes) -> int:
         """Write an encoded entry atomically; returns its size (0 if the write failed)."""
-        path = self.path_of(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=TMP_SUFFIX, dir=path.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            atomic_write_bytes(self.path_of(key), data, sync_dir=False)
         except OSError:
             return 0
         return len(data)

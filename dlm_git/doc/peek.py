@@ -6,6 +6,8 @@ need validated values use `doc.parser`). Anything unreadable gives an empty resu
 
 from __future__ import annotations
 
+import copy
+import functools
 import posixpath
 from typing import Any
 
@@ -15,6 +17,12 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader
 
 
 def peek_frontmatter(text: bytes) -> dict[str, Any]:
+    # A copy: the parse is cached (the hooks peek at the same bytes several times).
+    return copy.deepcopy(_peek(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _peek(text: bytes) -> dict[str, Any]:
     try:
         lines = text.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n").split("\n")
         if lines[0] != "---":
@@ -29,7 +37,7 @@ def peek_frontmatter(text: bytes) -> dict[str, Any]:
 def _source_paths(doc_rel: str, text: bytes) -> tuple[list[str], list[str]]:
     """`training.sources[*].path`, joined to the document's directory: (inside the
     repository as repo-relative paths, outside it as written in the document)."""
-    training = peek_frontmatter(text).get("training") or {}
+    training = _peek(text).get("training") or {}
     inside, outside = [], []
     for spec in (training.get("sources") or []) if isinstance(training, dict) else []:
         path = spec.get("path") if isinstance(spec, dict) else None

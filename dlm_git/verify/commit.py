@@ -58,27 +58,35 @@ def commit_documents(root: Path, sha: str) -> list[str]:
 def assemble_adapter(root: Path, dvc_lock: bytes | None, doc_rel: str, dest: Path) -> str | None:
     """Copy the commit's adapter out of the DVC cache into `dest`; None if that worked,
     else why it could not be done."""
+    return assemble_out(root, dvc_lock, doc_rel, ADAPTER_DIR, dest)
+
+
+def assemble_out(
+    root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: Path
+) -> str | None:
+    """Copy the directory out `<doc>/<name>` that `dvc_lock` records from the DVC cache
+    into `dest`; None if that worked, else why it could not be done."""
     if dvc_lock is None:
-        return "the commit has no dvc.lock recording the adapter"
+        return f"the commit has no dvc.lock recording {name}/"
     try:
         lock = parse_dvc_lock(dvc_lock)
     except (ValueError, yaml.YAMLError, UnicodeDecodeError):
         return "the commit's dvc.lock does not parse"
-    out_path = ADAPTER_DIR if doc_rel in ("", ".") else f"{doc_rel}/{ADAPTER_DIR}"
+    out_path = name if doc_rel in ("", ".") else f"{doc_rel}/{name}"
     out = find_out(lock, out_path)
     if out is None:
         return f"the commit's dvc.lock records no {out_path}"
     listing = dir_listing(root, out.md5)
     if listing is None:
-        return f"adapter {out.md5} is not in the DVC cache (run `dvc fetch` / `dvc pull`)"
+        return f"{name}/ {out.md5} is not in the DVC cache (run `dvc fetch` / `dvc pull`)"
     dest.mkdir(parents=True, exist_ok=True)
-    for name, md5 in listing.items():
-        if not _plain_name(name):
+    for rel, md5 in listing.items():
+        if not _plain_name(rel):
             continue  # never written outside `dest`; dvc.binding reports the entry
         src = cache_object(root, md5)
         if not src.is_file():
-            return f"adapter file {name} ({md5}) is not in the DVC cache (run `dvc fetch`)"
-        shutil.copyfile(src, dest / name)
+            return f"{name}/{rel} ({md5}) is not in the DVC cache (run `dvc fetch`)"
+        shutil.copyfile(src, dest / rel)
     return None
 
 

@@ -27,7 +27,7 @@ from dlm_git.hashing import sha256_bytes
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
 from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
 from dlm_git.verify.checks import Check
-from dlm_git.verify.commit import assemble_adapter
+from dlm_git.verify.commit import assemble_adapter, assemble_out
 from dlm_git.verify.report import CANNOT_VERIFY, DocReport
 
 SEGMENTS_OK = "SEGMENTS_BITWISE"
@@ -116,7 +116,7 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         work = Path(tmp)
         seg_dir, adapter_dir = work / "segments", work / "adapter"
         missing = assemble_adapter(root, blobs.get(f"{sha}:dvc.lock"), doc_rel, adapter_dir)
-        missing = missing or _assemble_out(
+        missing = missing or assemble_out(
             root, blobs.get(f"{sha}:dvc.lock"), doc_rel, SEGMENTS_DIR, seg_dir
         )
         if missing:
@@ -166,35 +166,6 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         )
     ok = all(c.ok for c in checks)
     return _with(report, checks, SEGMENTS_OK if ok else "MISMATCH", notes)
-
-
-def _assemble_out(
-    root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: Path
-) -> str | None:
-    import shutil
-
-    import yaml
-
-    from dlm_git.dvcfiles import cache_object, dir_listing, find_out, parse_dvc_lock
-
-    if dvc_lock is None:
-        return "the commit has no dvc.lock"
-    try:
-        out = find_out(parse_dvc_lock(dvc_lock), f"{doc_rel}/{name}" if doc_rel != "." else name)
-    except (ValueError, yaml.YAMLError):
-        return "the commit's dvc.lock does not parse"
-    if out is None:
-        return f"the commit's dvc.lock records no {name}/"
-    listing = dir_listing(root, out.md5)
-    if listing is None:
-        return f"{name}/ {out.md5} is not in the DVC cache (run `dvc fetch`)"
-    dest.mkdir(parents=True, exist_ok=True)
-    for rel, md5 in listing.items():
-        src = cache_object(root, md5)
-        if not src.is_file():
-            return f"{name}/{rel} is not in the DVC cache (run `dvc fetch`)"
-        shutil.copyfile(src, dest / rel)
-    return None
 
 
 def replay_segments(
