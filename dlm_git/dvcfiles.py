@@ -10,6 +10,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -52,48 +53,65 @@ def find_out(lock: dict[str, Any], path: str) -> DvcOut | None:
     return None
 
 
-def _stage_blocks(text: str) -> list[str] | None:
-    """dvc.lock's stages as YAML text, one `name:\n  body` block each, in file order, when
-    the file has the layout DVC writes (`stages:` at column 0, each stage name alone on a
-    line at column 2, its body deeper); None for any other layout."""
-    lines = text.split("\n")
+@functools.lru_cache(maxsize=8)
+def _stage_index(data: bytes) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]]] | None:
+    """dvc.lock's stages as YAML text, one `name:\n  body` block each, in file order, and
+    for every `path:` value the blocks naming it, when the file has the layout DVC writes
+    (`stages:` at column 0, each stage name alone on a line at column 2, its body deeper);
+    None for any other layout."""
+    lines = data.decode("utf-8").split("\n")
     try:
         start = lines.index("stages:")
     except ValueError:
         return None
     blocks: list[list[str]] = []
+    naming: dict[str, list[int]] = {}
     for line in lines[start + 1 :]:
-        if not line.strip():
+        if not line.strip() or line.startswith("#"):
             continue
         if not line.startswith(" "):  # a later top-level key
-            if line.startswith("#"):
-                continue
             break
         if not line.startswith("   "):
             if not line.rstrip().endswith(":") or line.lstrip().startswith(("-", "#")):
                 return None
             blocks.append([line[2:]])
-        elif not blocks:
+            continue
+        if not blocks:
             return None
-        else:
-            blocks[-1].append(line[2:])
-    return ["\n".join(b) + "\n" for b in blocks]
+        blocks[-1].append(line[2:])
+        key = line.lstrip(" -")
+        if key.startswith("path: "):
+            naming.setdefault(key[6:].rstrip(), []).append(len(blocks) - 1)
+    texts = tuple("\n".join(b) + "\n" for b in blocks)
+    return texts, {k: tuple(dict.fromkeys(v)) for k, v in naming.items()}
+
+
+def stages_naming(data: bytes, path: str) -> tuple[str, ...]:
+    """The text of every dvc.lock stage with a `path: <path>` entry, in file order (empty
+    when there is none, or the file is not laid out the way DVC writes it)."""
+    index = _stage_index(data)
+    if index is None:
+        return ()
+    texts, naming = index
+    return tuple(texts[i] for i in naming.get(path, ()))
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_stage(text: str) -> Any:
+    return yaml.load(text, Loader=_LOADER)
 
 
 def find_out_in(data: bytes, path: str) -> DvcOut | None:
-    """`find_out(parse_dvc_lock(data), path)`, parsing only the stages whose text names
-    `path` when the file has DVC's layout: a dvc.lock of many documents is thousands of
-    lines, and building all of it in Python would dominate the pre-commit hook's time.
-    Falls back to parsing everything whenever the quick look finds nothing."""
-    blocks = _stage_blocks(data.decode("utf-8"))
-    needle = f"path: {path}\n"
-    for block in blocks or []:
-        if needle in block:
-            stage = yaml.load(block, Loader=_LOADER)
-            if isinstance(stage, dict):
-                out = find_out({"stages": stage}, path)
-                if out is not None:
-                    return out
+    """`find_out(parse_dvc_lock(data), path)`, parsing only the stages that name `path`
+    when the file has DVC's layout: a dvc.lock of many documents is thousands of lines,
+    and building all of it in Python would dominate the pre-commit hook's time. Falls
+    back to parsing everything whenever the quick look finds nothing."""
+    for text in stages_naming(data, path):
+        stage = _parse_stage(text)
+        if isinstance(stage, dict):
+            out = find_out({"stages": stage}, path)
+            if out is not None:
+                return out
     return find_out(parse_dvc_lock(data), path)
 
 
@@ -124,9 +142,9 @@ def dir_listing(repo_root: Path, md5: str) -> dict[str, str] | None:
     path = cache_object(repo_root, md5)
     try:
         entries = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return {str(e["relpath"]): str(e["md5"]) for e in entries}
+        return {str(e["relpath"]): str(e["md5"]) for e in entries}
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # absent or not a DVC directory listing: treated as not cached
 
 
 def md5_file(path: Path) -> str:

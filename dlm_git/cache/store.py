@@ -187,11 +187,18 @@ class TokenCache:
         self.root.mkdir(parents=True, exist_ok=True)
         _ignore_in_git(self.root)
         with FileLock(str(self.root / LOCK_NAME), timeout=120):
-            conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(SCHEMA)
+                conn = self._open_index()
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise
+                # Not a database (or a malformed one): start a new index. Entry files it
+                # listed become orphans, re-registered when used or swept by prune/clear.
+                for suffix in ("", "-wal", "-shm"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(f"{self.root / INDEX_NAME}{suffix}")
+                conn = self._open_index()
+            try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
@@ -201,6 +208,17 @@ class TokenCache:
                 conn.execute("COMMIT")
             finally:
                 conn.close()
+
+    def _open_index(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _read_conn(self) -> sqlite3.Connection | None:
         if not (self.root / INDEX_NAME).is_file():
@@ -232,6 +250,11 @@ class TokenCache:
                     ).fetchall()
                 )
                 stale.update({k: used[k] for k in chunk if known.get(k, 0) < fresh})
+                # A hit served from a pack whose entry file is gone (evicted, pruned) is
+                # not re-listed: the index must not count bytes that are not on disk.
+                for k in chunk:
+                    if k not in known and not os.path.exists(self.path_of(k)):
+                        stale.pop(k, None)
             conn.executemany(
                 "INSERT INTO entries(key, size, last_access_ns) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET size=excluded.size, "
@@ -298,7 +321,7 @@ class TokenCache:
             n, size = conn.execute(
                 "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries"
             ).fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.DatabaseError:
             return CacheStats(0, 0)
         finally:
             conn.close()
@@ -314,7 +337,7 @@ class TokenCache:
                 " evicted, finished_ns FROM runs WHERE dlm_id = ? ORDER BY id DESC LIMIT 1",
                 (dlm_id,),
             ).fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.DatabaseError:
             return None
         finally:
             conn.close()

@@ -1,7 +1,8 @@
 """A light look at a `.dlm`'s frontmatter, for hooks and verification that must stay fast.
 
-Invariant: only `yaml.safe_load` on the frontmatter; no schema validation (callers that
-need validated values use `doc.parser`). Anything unreadable gives an empty result.
+Invariant: only a safe YAML load of the frontmatter (libyaml's when available; cached per
+document bytes); no schema validation (callers that need validated values use
+`doc.parser`). Anything unreadable gives an empty result.
 """
 
 from __future__ import annotations

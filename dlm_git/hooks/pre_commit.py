@@ -1,8 +1,9 @@
 """The pre-commit hook: refuse commits that break the determinism contract.
 
-For every document directory touched by the staged change (the *index*: git sets
-`GIT_INDEX_FILE` for `git commit -a` / `git commit <path>`, and every read here goes
-through git's plumbing, which honours it):
+For every document the staged change concerns (a staged path in its directory or its
+source directories, or a staged dvc.lock that records its adapter differently from HEAD's),
+as the *index* has it (git sets `GIT_INDEX_FILE` for `git commit -a` / `git commit <path>`,
+and every read here goes through git's plumbing, which honours it):
 1. lock drift      staged dlm.lock vs HEAD's, by the shared policy table (lock/policy.py);
                    ERROR unless `supersedes` is the sha256 of HEAD's lock
 2. adapter sha     staged manifest.json's adapter hashes vs the adapter the staged dvc.lock
@@ -21,6 +22,7 @@ import json
 import os
 import posixpath
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ import yaml
 
 from dlm_git import gitio
 from dlm_git.doc.peek import outside_sources, peek_frontmatter, source_dirs
-from dlm_git.dvcfiles import cache_object, dir_listing, find_out, parse_dvc_lock
+from dlm_git.dvcfiles import cache_object, dir_listing, find_out_in, stages_naming
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
 from dlm_git.hooks.findings import HookFinding, strict_upgrade, summary
@@ -158,9 +160,39 @@ def sources_spec(dlm: bytes | None) -> tuple[Any, Any] | None:
     return training.get("sources"), training.get("sources_policy")
 
 
-def touched(state: DocState, staged: list[str]) -> bool:
+def touched(
+    state: DocState, staged: list[str], record_changed: Callable[[DocState], bool] | None = None
+) -> bool:
+    """Whether the staged change concerns the document: a staged path in its directory or
+    its source directories, or a staged dvc.lock (when `record_changed` is given: only if
+    the dvc.lock record of its adapter changed)."""
     dirs = [state.rel, *state.source_dirs]
-    return any(p == "dvc.lock" or any(_in(p, d) for d in dirs) for p in staged)
+    if any(_in(p, d) for d in dirs for p in staged):
+        return True
+    return "dvc.lock" in staged and (record_changed is None or record_changed(state))
+
+
+def adapter_path(rel: str) -> str:
+    return ADAPTER_DIR if rel == "." else f"{rel}/{ADAPTER_DIR}"
+
+
+def adapter_record_changed(blobs: dict[str, bytes | None]) -> Callable[[DocState], bool]:
+    """Whether the staged dvc.lock records a document's adapter differently from HEAD's."""
+
+    def changed(state: DocState) -> bool:
+        index, head = blobs.get(":dvc.lock"), blobs.get("HEAD:dvc.lock")
+        if index is None or head is None:
+            return index is not head
+        path = adapter_path(state.rel)
+        try:
+            stages = stages_naming(index, path)
+            if stages and stages == stages_naming(head, path):
+                return False  # the same text records it: nothing to parse
+            return find_out_in(index, path) != find_out_in(head, path)
+        except (ValueError, yaml.YAMLError, UnicodeDecodeError):
+            return True  # let the check say what is wrong with it
+
+    return changed
 
 
 class Checker:
@@ -182,21 +214,9 @@ class Checker:
         self.hashes = HashCache(root)
         self.blobs = blobs or {}
         """Objects already read (`:dvc.lock`), so they are not read twice."""
-        self._dvc_lock: dict[str, Any] | None | bool = False
 
     def add(self, level: str, doc: str, check: str, what: str, fix: str) -> None:
         self.findings.append(HookFinding(level, doc, check, what, fix))  # type: ignore[arg-type]
-
-    def dvc_lock(self) -> dict[str, Any] | None:
-        if self._dvc_lock is False:
-            if ":dvc.lock" not in self.blobs:
-                self.blobs.update(gitio.cat_files([":dvc.lock"], self.root))
-            data = self.blobs.get(":dvc.lock")
-            try:
-                self._dvc_lock = parse_dvc_lock(data) if data is not None else None
-            except (ValueError, yaml.YAMLError, UnicodeDecodeError):
-                self._dvc_lock = {"__unreadable__": True}
-        return self._dvc_lock  # type: ignore[return-value]
 
     def check(self, s: DocState) -> None:
         doc = s.rel
@@ -286,9 +306,11 @@ class Checker:
                 RETRAIN,
             )
         recorded: dict[str, dict[str, Any]] = m["adapter"]["files"]
-        dvc = self.dvc_lock()
-        adapter_rel = ADAPTER_DIR if s.rel == "." else f"{s.rel}/{ADAPTER_DIR}"
-        if dvc is None:
+        if ":dvc.lock" not in self.blobs:
+            self.blobs.update(gitio.cat_files([":dvc.lock"], self.root))
+        dvc_data = self.blobs.get(":dvc.lock")
+        adapter_rel = adapter_path(s.rel)
+        if dvc_data is None:
             workspace = self.root / adapter_rel
             if not workspace.is_dir():
                 self.add(
@@ -300,17 +322,18 @@ class Checker:
                 )
                 return
             actual = {p.name: p for p in workspace.iterdir() if p.is_file()}
-        elif dvc.get("__unreadable__"):
-            self.add(
-                "ERROR",
-                s.rel,
-                "adapter.binding",
-                "dvc.lock does not parse",
-                "restore it or run `dvc repro`",
-            )
-            return
         else:
-            out = find_out(dvc, adapter_rel)
+            try:
+                out = find_out_in(dvc_data, adapter_rel)
+            except (ValueError, yaml.YAMLError, UnicodeDecodeError):
+                self.add(
+                    "ERROR",
+                    s.rel,
+                    "adapter.binding",
+                    "dvc.lock does not parse",
+                    "restore it or run `dvc repro`",
+                )
+                return
             if out is None:
                 self.add(
                     "ERROR", s.rel, "adapter.binding", f"dvc.lock records no {adapter_rel}", RETRAIN
@@ -489,11 +512,13 @@ def run(cwd: Path) -> int:
     strict = gitio.env_flag("DLM_GIT_STRICT") or (
         gitio.config_get("dlm-git.strict", root) or ""
     ).lower() in ("1", "true", "yes", "on")
-    blobs = gitio.cat_files([":params.yaml", ":dvc.lock"], root)
+    names = [":params.yaml", ":dvc.lock"] + (["HEAD:dvc.lock"] if head else [])
+    blobs = gitio.cat_files(names, root)
     symlinks: list[str] = []
     rels = discover(root, staged, blobs)
     states = load_states(root, rels, has_head=head is not None, symlinks=symlinks)
-    states = [s for s in states if touched(s, staged)]
+    changed = adapter_record_changed(blobs)
+    states = [s for s in states if touched(s, staged, changed)]
     outside = sorted({d for s in states for d in s.source_dirs if not any(_in(d, r) for r in rels)})
     if outside:
         symlinks += [p for mode, p in gitio.ls_index(outside, root) if mode == gitio.SYMLINK_MODE]

@@ -70,6 +70,7 @@ def tokenize_document(
     pack_data, pack_index = cache.read_pack(fm.dlm_id) if cache is not None else (b"", {})
     pack_view = memoryview(pack_data)
     run_entries: list[tuple[str, bytes]] = []
+    pack_intact = True
     for row in rows:
         key = entry_key(row.row_id, tok_sha, seq_len)
         found = None
@@ -78,6 +79,7 @@ def tokenize_document(
             if where is not None:
                 offset, length = where
                 found = cache.decode(bytes(pack_view[offset : offset + length]), key, row.row_id)
+                pack_intact = pack_intact and found is not None
             if found is None:
                 found = cache.get(key, row.row_id)
         if found is not None:
@@ -98,8 +100,9 @@ def tokenize_document(
     stats = None
     if cache is not None:
         pack_key = f"{PACK_PREFIX}{fm.dlm_id}"
-        if list(pack_index) != [k for k, _ in run_entries]:
-            written[pack_key] = cache.write_pack(fm.dlm_id, run_entries)
+        packed = list(dict(run_entries).items())  # a repeated row is packed once
+        if not pack_intact or list(pack_index) != [k for k, _ in packed]:
+            written[pack_key] = cache.write_pack(fm.dlm_id, packed)
         else:
             used[pack_key] = len(pack_data)
         run = cache.record_run(

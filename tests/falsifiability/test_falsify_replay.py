@@ -1,0 +1,82 @@
+"""Replay and segment levels: what the hash level cannot catch, re-training does.
+
+These run `dlm-git verify` as a subprocess (a replay trains the tiny document, ~15 s),
+like a user or CI would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+WEIGHTS = "adapter_model.safetensors"
+
+
+def test_clean_replay_is_bitwise(forge: Any) -> None:
+    result = forge.verify_cli("HEAD", "--level", "replay")
+    why = result.explain()
+    assert result.code == 0, why
+    assert result.verdict == "BITWISE", why
+    assert result.doc["level"] == "replay"
+    assert result.check("replay")["ok"] and result.check("replay.versions")["ok"], why
+
+
+def test_consistent_forgery_passes_hash_but_not_replay(forge: Any, forgery: Any) -> None:
+    """One weight moved by one ulp; DVC objects, dvc.lock and the manifest's adapter
+    record (file sha256, tensor digests, tensor root) all recomputed to match. The hash
+    level cannot tell; the replay re-trains and finds different bits."""
+    files = forge.adapter_files()
+    tampered = forgery.flip_ulp(files[WEIGHTS])
+    target = forgery.pick_tensor(files[WEIGHTS])
+    forge.store_adapter({**files, WEIGHTS: tampered}, rebind="all")
+    forge.commit("consistent forgery")
+
+    hash_level = forge.verify("HEAD")
+    forgery.assert_verified(hash_level)
+
+    replay = forge.verify_cli("HEAD", "--level", "replay")
+    forgery.assert_caught(replay, "replay", verdicts=("MISMATCH",))
+    detail = replay.first_failure["detail"]
+    assert target in detail, replay.explain()
+    assert "bit equality expected" in detail, replay.explain()
+
+
+def test_clean_segments_are_bitwise(forge: Any) -> None:
+    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "2", "--seed", "0")
+    why = result.explain()
+    assert result.code == 0, why
+    assert result.verdict == "SEGMENTS_BITWISE", why
+    assert result.check("segments.chain")["ok"], why
+    replayed = [c for c in result.checks if c["name"] == "segments.replay"]
+    assert len(replayed) == 2 and all(c["ok"] for c in replayed), why
+
+
+@pytest.mark.parametrize(
+    ("rechain", "check", "verdict", "detail"),
+    [
+        (False, "segments.chain", "FAILED", "does not match its recorded sha256"),
+        (True, "segments.replay", "MISMATCH", "diverges"),
+    ],
+    ids=["unchained", "rechained"],
+)
+def test_forged_segment_boundary(
+    forge: Any, forgery: Any, rechain: bool, check: str, verdict: str, detail: str
+) -> None:
+    """A middle boundary's snapshot changed (one LoRA parameter moved). Unchained: its
+    recorded tensors hash no longer matches, and the chain check catches it. Rechained:
+    its hash, every later `prev` and the manifest's chain root are recomputed, so only
+    replaying a segment can catch it; all segments are sampled."""
+    count = forge.manifest()["segments"]["count"]
+    assert count >= 3, "need a middle boundary"
+    forge.forge_boundary(count // 2, rechain=rechain)
+    forge.commit(f"forged boundary ({'rechained' if rechain else 'unchained'})")
+    result = forge.verify_cli(
+        "HEAD", "--level", "segments", "--sample", str(count - 1), "--seed", "0"
+    )
+    forgery.assert_caught(result, check, verdicts=(verdict,))
+    assert detail in result.first_failure["detail"], result.explain()
+    if rechain:
+        assert result.check("segments.chain")["ok"], result.explain()
