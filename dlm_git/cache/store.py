@@ -365,36 +365,31 @@ class TokenCache:
         return len(keys), swept
 
     def _sweep(self, conn: sqlite3.Connection, everything: bool) -> int:
-        """Remove tmp files and entry files the index doesn't know (past a grace period)."""
-        if not self.entries_dir.is_dir():
-            return 0
+        """Remove tmp files and files the index doesn't know (entries and packs): those past
+        the grace period, or with `everything` (clear) any but a tmp file being written."""
         known = {k for (k,) in conn.execute("SELECT key FROM entries")}
         cutoff = time.time() - SWEEP_GRACE_SECONDS
-        removed = 0
+        candidates: list[tuple[Path, str]] = []
         packs = self.root / PACKS_DIR
-        for path in sorted(packs.iterdir()) if packs.is_dir() else []:
-            unknown = PACK_PREFIX + path.name.removesuffix(".pack") not in known
-            with contextlib.suppress(FileNotFoundError):
-                if (unknown or path.name.endswith(TMP_SUFFIX)) and (
-                    everything or path.stat().st_mtime < cutoff
-                ):
+        if packs.is_dir():
+            candidates += [(p, PACK_PREFIX + p.name.removesuffix(".pack")) for p in packs.iterdir()]
+        if self.entries_dir.is_dir():
+            for shard in self.entries_dir.iterdir():
+                if shard.is_dir():
+                    candidates += [(p, p.name.removesuffix(SUFFIX)) for p in shard.iterdir()]
+        removed = 0
+        for path, key in sorted(candidates):
+            if not path.is_file():
+                continue  # a stray directory is not ours to remove
+            is_tmp = path.name.endswith(TMP_SUFFIX)
+            if not is_tmp and key in known:
+                continue
+            try:
+                old = path.stat().st_mtime < cutoff
+            except FileNotFoundError:
+                continue
+            if old or (everything and not is_tmp):
+                with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                     removed += 1
-        for shard in self.entries_dir.iterdir():
-            if not shard.is_dir():
-                continue
-            for path in shard.iterdir():
-                is_tmp = path.name.endswith(TMP_SUFFIX)
-                key = path.name.removesuffix(SUFFIX)
-                orphan = path.name.endswith(SUFFIX) and key not in known
-                if not (is_tmp or orphan) and path.name.endswith(SUFFIX):
-                    continue
-                try:
-                    old = path.stat().st_mtime < cutoff
-                except FileNotFoundError:
-                    continue
-                if old or (everything and not is_tmp):
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-                        removed += 1
         return removed
