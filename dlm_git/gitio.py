@@ -11,6 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Iterable, Sequence
@@ -96,6 +97,66 @@ def cat_files(names: Iterable[str], cwd: Path) -> dict[str, bytes | None]:
         result[name] = out[pos : pos + size] if kind == "blob" else None
         pos += size + 1
     return result
+
+
+class BlobReader:
+    """One `git cat-file --batch` process for several rounds of reads (`read(names)` like
+    `cat_files`), so a reader that only learns what it needs from what it read first does
+    not start a git process per round. Requests go in chunks far below a pipe's buffer,
+    each chunk's answers read before the next is sent: no deadlock."""
+
+    CHUNK = 128
+
+    def __init__(self, cwd: Path) -> None:
+        self._proc = subprocess.Popen(
+            ["git", "cat-file", "--batch"],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def read(self, names: Iterable[str]) -> dict[str, bytes | None]:
+        """Contents of objects named like `:path` or `HEAD:path` (None where missing)."""
+        names = list(dict.fromkeys(names))
+        stdin, stdout = self._proc.stdin, self._proc.stdout
+        assert stdin is not None and stdout is not None
+        result: dict[str, bytes | None] = {}
+        for i in range(0, len(names), self.CHUNK):
+            chunk = names[i : i + self.CHUNK]
+            try:
+                stdin.write("".join(n + "\n" for n in chunk).encode("utf-8", "surrogateescape"))
+                stdin.flush()
+            except BrokenPipeError:
+                raise GitError("git cat-file", "exited early") from None
+            for name in chunk:
+                line = stdout.readline()
+                if not line.endswith(b"\n"):
+                    raise GitError("git cat-file", "exited early")
+                header = line[:-1].decode("utf-8", "surrogateescape")
+                if header.endswith(" missing") or header.endswith(" ambiguous"):
+                    result[name] = None
+                    continue
+                _, kind, size_text = header.rsplit(" ", 2)
+                size = int(size_text)
+                data = stdout.read(size + 1)[:size]
+                result[name] = data if kind == "blob" else None
+        return result
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            # git may have exited already (e.g. not a repository): nothing left to flush
+            with contextlib.suppress(BrokenPipeError):
+                self._proc.stdin.close()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        self._proc.wait()
+
+    def __enter__(self) -> BlobReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def ls_files(paths: Sequence[str], cwd: Path, rev: str | None = None) -> list[str]:

@@ -99,13 +99,24 @@ def _in(path: str, directory: str) -> bool:
 
 
 def load_states(
-    root: Path, rels: list[str], has_head: bool | None = None, symlinks: list[str] | None = None
+    root: Path,
+    rels: list[str],
+    has_head: bool | None = None,
+    symlinks: list[str] | None = None,
+    reader: gitio.BlobReader | None = None,
+    keep: Callable[[DocState], bool] | None = None,
 ) -> list[DocState]:
     """The staged and HEAD versions of every document's files: one `ls-files` and one
-    `cat-file --batch` for all documents together (a git process costs milliseconds).
-    Symlinks found in the index under `rels` are appended to `symlinks` when given."""
+    `cat-file --batch` process for all documents together (a git process costs
+    milliseconds). The .dlm files are read first; documents `keep` turns down (it sees
+    `rel`, `dlm_name`, `dlm`, `head_dlm` and `source_dirs`) are dropped before their
+    lock and manifest are read. Symlinks found in the index under `rels` are appended to
+    `symlinks` when given."""
     if not rels:
         return []
+    if reader is None:
+        with gitio.BlobReader(root) as own:
+            return load_states(root, rels, has_head, symlinks, own, keep)
     dlms_in: dict[str, list[str]] = {}
     for mode, path in gitio.ls_index(rels, root):
         if path.endswith(".dlm"):
@@ -114,37 +125,43 @@ def load_states(
             symlinks.append(path)
     if has_head is None:
         has_head = gitio.resolve_commit("HEAD", root) is not None
-    plans: list[tuple[str, str, str | None]] = []
     names: list[str] = []
     for rel in rels:
-        prefix = "" if rel == "." else rel + "/"
+        dlms = dlms_in.get(rel, [])
+        if len(dlms) == 1:
+            names += [f":{dlms[0]}"] + ([f"HEAD:{dlms[0]}"] if has_head else [])
+    blobs = reader.read(names)
+    states = []
+    for rel in rels:
         dlms = dlms_in.get(rel, [])
         dlm_name = dlms[0] if len(dlms) == 1 else None
-        plans.append((rel, prefix, dlm_name))
+        dlm = blobs.get(f":{dlm_name}") if dlm_name else None
+        state = DocState(
+            rel=rel,
+            dlm_name=dlm_name,
+            dlm=dlm,
+            lock=None,
+            manifest=None,
+            head_lock=None,
+            head_manifest=None,
+            source_dirs=source_dirs(rel, dlm) if dlm else [],
+            head_dlm=blobs.get(f"HEAD:{dlm_name}") if dlm_name else None,
+        )
+        if keep is None or keep(state):
+            states.append(state)
+    names = []
+    for state in states:
+        prefix = "" if state.rel == "." else state.rel + "/"
         names += [f":{prefix}{LOCK_NAME}", f":{prefix}{MANIFEST_NAME}"]
         if has_head:
             names += [f"HEAD:{prefix}{LOCK_NAME}", f"HEAD:{prefix}{MANIFEST_NAME}"]
-        if dlm_name:
-            names.append(f":{dlm_name}")
-            if has_head:
-                names.append(f"HEAD:{dlm_name}")
-    blobs = gitio.cat_files(names, root)
-    states = []
-    for rel, prefix, dlm_name in plans:
-        dlm = blobs.get(f":{dlm_name}") if dlm_name else None
-        states.append(
-            DocState(
-                rel=rel,
-                dlm_name=dlm_name,
-                dlm=dlm,
-                lock=blobs.get(f":{prefix}{LOCK_NAME}"),
-                manifest=blobs.get(f":{prefix}{MANIFEST_NAME}"),
-                head_lock=blobs.get(f"HEAD:{prefix}{LOCK_NAME}"),
-                head_manifest=blobs.get(f"HEAD:{prefix}{MANIFEST_NAME}"),
-                source_dirs=source_dirs(rel, dlm) if dlm else [],
-                head_dlm=blobs.get(f"HEAD:{dlm_name}") if dlm_name else None,
-            )
-        )
+    blobs = reader.read(names)
+    for state in states:
+        prefix = "" if state.rel == "." else state.rel + "/"
+        state.lock = blobs.get(f":{prefix}{LOCK_NAME}")
+        state.manifest = blobs.get(f":{prefix}{MANIFEST_NAME}")
+        state.head_lock = blobs.get(f"HEAD:{prefix}{LOCK_NAME}")
+        state.head_manifest = blobs.get(f"HEAD:{prefix}{MANIFEST_NAME}")
     return states
 
 
@@ -199,13 +216,13 @@ class Checker:
     def __init__(
         self,
         root: Path,
-        strict: bool,
+        strict: bool | None,
         staged: list[str] | None = None,
         symlinks: list[str] | None = None,
         blobs: dict[str, bytes | None] | None = None,
     ) -> None:
         self.root = root
-        self.strict = strict
+        self._strict = strict
         self.staged = staged
         """Paths whose index entry differs from HEAD; None: unknown (always re-expand)."""
         self.symlinks = symlinks or []
@@ -214,6 +231,14 @@ class Checker:
         self.hashes = HashCache(root)
         self.blobs = blobs or {}
         """Objects already read (`:dvc.lock`), so they are not read twice."""
+
+    @property
+    def strict(self) -> bool:
+        """Strict mode; with `strict=None`, read (once) only when a WARN needs it, which
+        spares a `git config` process on the common path."""
+        if self._strict is None:
+            self._strict = strict_mode(self.root)
+        return self._strict
 
     def add(self, level: str, doc: str, check: str, what: str, fix: str) -> None:
         self.findings.append(HookFinding(level, doc, check, what, fix))  # type: ignore[arg-type]
@@ -268,7 +293,9 @@ class Checker:
             head = parse_lock_json(s.head_lock, f"HEAD:{s.rel}/{LOCK_NAME}")
         except DlmGitError:
             return lock  # HEAD's lock was already broken: nothing to compare against
-        findings = apply_strict(classify(head, lock), self.strict)
+        findings = classify(head, lock)
+        if by_severity(findings, "WARN"):
+            findings = apply_strict(findings, self.strict)
         accepted = lock.get("supersedes") == sha256_bytes(s.head_lock)
         for f in by_severity(findings, "ERROR"):
             if accepted:
@@ -504,32 +531,45 @@ class Checker:
             )
 
 
+def strict_mode(root: Path) -> bool:
+    """`DLM_GIT_STRICT=1` in the environment, or `git config dlm-git.strict true`."""
+    if gitio.env_flag("DLM_GIT_STRICT"):
+        return True
+    return (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")
+
+
 def run(cwd: Path) -> int:
     root, head = gitio.toplevel_and_head(cwd)
     staged = gitio.staged_paths(root, head=head)
     if not staged:
         return 0
-    strict = gitio.env_flag("DLM_GIT_STRICT") or (
-        gitio.config_get("dlm-git.strict", root) or ""
-    ).lower() in ("1", "true", "yes", "on")
     names = [":params.yaml", ":dvc.lock"] + (["HEAD:dvc.lock"] if head else [])
-    blobs = gitio.cat_files(names, root)
     symlinks: list[str] = []
-    rels = discover(root, staged, blobs)
-    states = load_states(root, rels, has_head=head is not None, symlinks=symlinks)
-    changed = adapter_record_changed(blobs)
-    states = [s for s in states if touched(s, staged, changed)]
+    with gitio.BlobReader(root) as reader:
+        blobs = reader.read(names)
+        rels = discover(root, staged, blobs)
+        changed = adapter_record_changed(blobs)
+        states = load_states(
+            root,
+            rels,
+            has_head=head is not None,
+            symlinks=symlinks,
+            reader=reader,
+            keep=lambda s: touched(s, staged, changed),
+        )
     outside = sorted({d for s in states for d in s.source_dirs if not any(_in(d, r) for r in rels)})
     if outside:
         symlinks += [p for mode, p in gitio.ls_index(outside, root) if mode == gitio.SYMLINK_MODE]
-    checker = Checker(root, strict, staged=staged, symlinks=symlinks, blobs=blobs)
+    checker = Checker(root, None, staged=staged, symlinks=symlinks, blobs=blobs)
     for state in states:
         checker.check(state)
     checker.hashes.save()
     checked = len(states)
     if not checked:
         return 0
-    findings = strict_upgrade(checker.findings, strict)
+    findings = checker.findings
+    if any(f.level == "WARN" for f in findings):
+        findings = strict_upgrade(findings, checker.strict)
     for f in findings:
         sys.stderr.write(f.line() + "\n")
     if findings:

@@ -1,7 +1,7 @@
 """The pre-push hook: hash-level `verify` of every commit tip being pushed.
 
 git feeds `<local ref> <local sha> <remote ref> <remote sha>` lines on stdin (the
-pre-commit framework instead sets `PRE_COMMIT_TO_REF` to the local sha). A tip whose
+pre-commit framework instead sets `PRE_COMMIT_TO_REF` or `PRE_COMMIT_LOCAL_BRANCH`). A tip whose
 verification FAILS refuses the push; one that CANNOT be verified here (adapter not in the
 local DVC cache, base not available) warns, or refuses under strict mode
 (`DLM_GIT_STRICT=1` / `git config dlm-git.strict true`). Never imports torch or dvc.
@@ -28,11 +28,19 @@ def pushed_tips(stdin: str) -> list[str]:
     return list(dict.fromkeys(tips))
 
 
-def framework_tips() -> list[str]:
+FRAMEWORK_VARS = ("PRE_COMMIT_TO_REF", "PRE_COMMIT_LOCAL_BRANCH")
+
+
+def framework_tips(root: Path) -> list[str]:
     """The commit being pushed when run by the pre-commit framework (`stages: [pre-push]`):
-    it reads git's stdin itself and passes the local sha as `PRE_COMMIT_TO_REF`."""
+    it reads git's stdin itself and passes the local sha as `PRE_COMMIT_TO_REF`, or, for a
+    push that carries the root commit, only the local ref as `PRE_COMMIT_LOCAL_BRANCH`."""
     to_ref = os.environ.get("PRE_COMMIT_TO_REF", "").strip()
-    return [to_ref] if to_ref and set(to_ref) != {"0"} else []
+    if to_ref:
+        return [] if set(to_ref) == {"0"} else [to_ref]
+    local = os.environ.get("PRE_COMMIT_LOCAL_BRANCH", "").strip()
+    sha = gitio.resolve_commit(local, root) if local else None
+    return [sha] if sha else []
 
 
 def run(cwd: Path, stdin: str) -> int:
@@ -44,7 +52,7 @@ def run(cwd: Path, stdin: str) -> int:
         (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")
     )
     errors = warnings = 0
-    for sha in pushed_tips(stdin) or framework_tips():
+    for sha in pushed_tips(stdin) or framework_tips(root):
         try:
             reports = verify_commit(root, sha, None)
         except DlmGitError as exc:
@@ -72,7 +80,8 @@ def run(cwd: Path, stdin: str) -> int:
 def main() -> int:
     try:
         # Under the pre-commit framework stdin is not git's (it may be a terminal).
-        stdin = "" if os.environ.get("PRE_COMMIT_TO_REF") else sys.stdin.read()
+        framework = any(os.environ.get(name) for name in FRAMEWORK_VARS)
+        stdin = "" if framework else sys.stdin.read()
         return run(Path(os.getcwd()), stdin)
     except DlmGitError as exc:
         sys.stderr.write(f"dlm-git: ERROR {exc.one_line()}\n")
