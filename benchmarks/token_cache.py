@@ -25,11 +25,44 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = (
-    "adapter lock manifest hash tensor seed thread replay verify commit tree blob cache "
-    "token sequence window prose answer question source document base model revision "
-    "determinism pipeline stage output input digest merkle root proof chain boundary step"
-).split()
+WORDS = [
+    "adapter",
+    "lock",
+    "manifest",
+    "hash",
+    "tensor",
+    "seed",
+    "thread",
+    "replay",
+    "verify",
+    "commit",
+    "tree",
+    "blob",
+    "cache",
+    "token",
+    "sequence",
+    "window",
+    "prose",
+    "answer",
+    "question",
+    "source",
+    "document",
+    "base",
+    "model",
+    "revision",
+    "determinism",
+    "pipeline",
+    "stage",
+    "output",
+    "input",
+    "digest",
+    "merkle",
+    "root",
+    "proof",
+    "chain",
+    "boundary",
+    "step",
+]
 
 DOC = """---
 dlm_id: 01M800GRBP0GEV3WAMXAHDD42B

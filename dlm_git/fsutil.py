@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 FILE_MODE = 0o644
@@ -20,6 +19,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> Non
     durable (for caches, where losing a just-written entry on power loss is harmless)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # lazy: the git hooks import this module
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -34,7 +34,6 @@ import math
 import os
 import struct
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -528,6 +527,8 @@ def digest_safetensors(path: Path, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> S
             left = data_len
             which = 0
             n = fill(views[0], min(bufsize, left))
+            from concurrent.futures import ThreadPoolExecutor  # lazy: hooks import this module
+
             with ThreadPoolExecutor(max_workers=1) as pool:
                 while left > 0:
                     if n != min(bufsize, left):

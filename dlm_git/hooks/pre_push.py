@@ -54,7 +54,7 @@ def run(cwd: Path, stdin: str) -> int:
     errors = warnings = 0
     for sha in pushed_tips(stdin) or framework_tips(root):
         try:
-            reports = verify_commit(root, sha, None)
+            reports = verify_commit(root, sha, None, build_base=False)
         except DlmGitError as exc:
             if "has no .dlm documents" in exc.message:
                 continue

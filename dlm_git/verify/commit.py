@@ -95,7 +95,9 @@ def _plain_name(name: str) -> bool:
     return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
 
 
-def verify_commit_doc(root: Path, sha: str, doc_rel: str, work: Path) -> DocReport:
+def verify_commit_doc(
+    root: Path, sha: str, doc_rel: str, work: Path, build_base: bool = True
+) -> DocReport:
     prefix = "" if doc_rel in ("", ".") else doc_rel + "/"
     listed = gitio.ls_files([doc_rel], root, rev=sha)
     dlms = [p for p in listed if p.endswith(".dlm") and "/" not in p[len(prefix) :]]
@@ -127,7 +129,10 @@ def verify_commit_doc(root: Path, sha: str, doc_rel: str, work: Path) -> DocRepo
             checks.add("adapter.files", False, why)
         else:
             adapter_checks(checks, manifest, adapter_dir)
-            base_dir = locate_base_dir(manifest.base.spec, tree / doc_rel, tree, None)
+            # bases are machine-local (never in the commit): look beside the real work tree
+            base_dir = locate_base_dir(
+                manifest.base.spec, root / doc_rel, root, None, build=build_base
+            )
             if base_dir is None:
                 unavailable = True
                 notes.append(f"base {manifest.base.spec} is not available on this machine")
@@ -152,7 +157,11 @@ def verify_commit_doc(root: Path, sha: str, doc_rel: str, work: Path) -> DocRepo
     )
 
 
-def verify_commit(root: Path, rev: str, doc: Path | None) -> list[DocReport]:
+def verify_commit(
+    root: Path, rev: str, doc: Path | None, *, build_base: bool = True
+) -> list[DocReport]:
+    """Hash-level reports for `rev`'s documents. `build_base=False` (the git hooks) never
+    builds builtin:tiny: without a built base those checks are CANNOT_VERIFY."""
     sha = gitio.resolve_commit(rev, root)
     if sha is None:
         raise UsageError("verify", f"'{rev}' is not a commit", "give a commit, branch or tag")
@@ -167,7 +176,7 @@ def verify_commit(root: Path, rev: str, doc: Path | None) -> list[DocReport]:
     reports = []
     for rel in docs:
         with tempfile.TemporaryDirectory(prefix="dlm-git-verify-") as tmp:
-            reports.append(verify_commit_doc(root, sha, rel, Path(tmp)))
+            reports.append(verify_commit_doc(root, sha, rel, Path(tmp), build_base))
     return reports
 
 

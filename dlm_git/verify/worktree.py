@@ -27,12 +27,16 @@ def _read(path: Path) -> bytes | None:
 
 
 def locate_base_dir(
-    spec: str, doc_dir: Path, repo_root: Path, tiny_dir: Path | None
+    spec: str, doc_dir: Path, repo_root: Path, tiny_dir: Path | None, *, build: bool = True
 ) -> Path | None:
-    """Where the base's weights are on this machine (building builtin:tiny if needed)."""
-    from dlm_git.base.errors import BaseModelError
+    """Where the base's weights are on this machine. For builtin:tiny: `tiny_dir` if given,
+    else the base cache or the repository's pipeline build (`bases/tiny`) if either holds
+    the current spec, else a fresh build (`build=False`, as in the git hooks: None)."""
+    from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
     from dlm_git.base.resolve import locate_base
     from dlm_git.base.tiny import check_tiny_dir, ensure_tiny_base
+    from dlm_git.base.tiny import tiny_dir as cached_tiny
+    from dlm_git.pipeline.templates import TINY_DIR
 
     try:
         located = locate_base(spec, doc_dir, repo_root)
@@ -40,7 +44,13 @@ def locate_base_dir(
             if tiny_dir is not None:
                 check_tiny_dir(tiny_dir)
                 return tiny_dir
-            return ensure_tiny_base()
+            for candidate in (cached_tiny(), repo_root / TINY_DIR):
+                try:
+                    check_tiny_dir(candidate)
+                    return candidate
+                except BaseNotAvailableError:
+                    continue
+            return ensure_tiny_base() if build else None
         return located.path if located.available else None
     except BaseModelError:
         return None

@@ -783,12 +783,6 @@ def test_pre_push_never_imports_heavy_modules(repo: Path) -> None:
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="verify COMMIT builds builtin:tiny (torch, transformers) inside the pre-push hook "
-    "when the base cache is cold: dlm_git/verify/worktree.py locate_base_dir -> "
-    "ensure_tiny_base",
-)
 def test_pre_push_with_a_cold_base_cache_never_imports_heavy_modules(
     repo: Path, tmp_path: Path
 ) -> None:
@@ -805,3 +799,21 @@ def test_pre_push_with_a_cold_base_cache_never_imports_heavy_modules(
     modules = imported_modules(proc.stderr)
     assert "dlm_git" in modules
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+    # the pipeline's own build (bases/tiny) serves as the base: the push verifies
+    assert proc.returncode == 0, proc.stderr
+
+    # no built base anywhere: never built inside the hook; the push warns (CANNOT_VERIFY)
+    shutil.rmtree(repo / "bases" / "tiny")
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "dlm_git.hooks.pre_push", "origin", "x"],
+        cwd=repo,
+        input=line,
+        capture_output=True,
+        text=True,
+        env=hook_env(DLM_GIT_BASE_CACHE=str(tmp_path / "cold-base-cache")),
+    )
+    modules = imported_modules(proc.stderr)
+    assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("dlm-git:")]
+    assert any("WARN" in ln and "CANNOT_VERIFY" in ln for ln in said), said
