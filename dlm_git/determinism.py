@@ -155,6 +155,26 @@ def determinism_flags(hw: HardwareInfo) -> dict[str, Any]:
     return flags
 
 
+@dataclass(frozen=True)
+class Environment:
+    """What a run on this machine records: device, tier, flags and class."""
+
+    device: str
+    hardware: HardwareInfo
+    flags: dict[str, Any]
+    klass: DeterminismClass
+
+
+def prepare(seed: int, device: str = "auto", threads: int | None = None) -> Environment:
+    """Select the device, seed and pin everything, and describe the result (train, doctor)."""
+    dev = select_device(device)
+    n = threads or default_threads()
+    apply_determinism(seed, dev, n)
+    hw = detect_hardware(dev, n)
+    flags = determinism_flags(hw)
+    return Environment(dev, hw, flags, determinism_class(hw, flags))
+
+
 def determinism_class(hw: HardwareInfo, flags: dict[str, Any]) -> DeterminismClass:
     if not flags.get("deterministic_algorithms"):
         return "advisory"

@@ -15,22 +15,11 @@ def doctor(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show what a training run here would record in dlm.lock (tier, class, flags, versions)."""
-    from dlm_git.determinism import (
-        apply_determinism,
-        default_threads,
-        detect_hardware,
-        determinism_class,
-        determinism_flags,
-        select_device,
-    )
+    from dlm_git.determinism import prepare
     from dlm_git.train.run import pinned_versions
 
-    dev = select_device(device)
-    n = threads or default_threads()
-    apply_determinism(0, dev, n)
-    hw = detect_hardware(dev, n)
-    flags = determinism_flags(hw)
-    klass = determinism_class(hw, flags)
+    env = prepare(0, device, threads or None)
+    hw, flags, klass = env.hardware, env.flags, env.klass
     report = {
         "hardware_tier": hw.tier,
         "determinism_class": klass,

@@ -301,14 +301,7 @@ def _progress_printer(quiet: bool) -> Any:
 
 
 def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
-    from dlm_git.determinism import (
-        apply_determinism,
-        default_threads,
-        detect_hardware,
-        determinism_class,
-        determinism_flags,
-        select_device,
-    )
+    from dlm_git.determinism import prepare
 
     t_start = time.perf_counter()
     loaded = load_document(target)
@@ -317,13 +310,9 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     resolved = resolve_base(
         fm.base_model, loaded.doc.directory, loaded.repo_root, tiny_dir=options.tiny_dir
     )
-    device = select_device(options.device)
-    threads = options.threads or default_threads()
-    apply_determinism(training.seed, device, threads)
-    hw = detect_hardware(device, threads)
-    flags = determinism_flags(hw)
-    klass = determinism_class(hw, flags)
-    current = build_lock(loaded, resolved, hw, flags, klass, options.accept_license)
+    env = prepare(training.seed, options.device, options.threads)
+    device, hw = env.device, env.hardware
+    current = build_lock(loaded, resolved, hw, env.flags, env.klass, options.accept_license)
     layout = loaded.layout
     lock_warnings: list[Finding] = []
     if options.lock_mode == "ignore":  # no validation, nothing written: don't even read it
