@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
+
+from dlm_git import gitio
 
 Level = Literal["ERROR", "WARN"]
 
@@ -34,3 +37,10 @@ def summary(findings: list[HookFinding], docs: int) -> str:
     warns = sum(1 for f in findings if f.level == "WARN")
     verdict = "commit refused" if errors else "ok"
     return f"dlm-git: {errors} error(s), {warns} warning(s) in {docs} document(s): {verdict}"
+
+
+def strict_mode(root: Path) -> bool:
+    """`DLM_GIT_STRICT=1` in the environment, or `git config dlm-git.strict true`."""
+    if gitio.env_flag("DLM_GIT_STRICT"):
+        return True
+    return (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")

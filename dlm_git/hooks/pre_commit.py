@@ -34,7 +34,7 @@ from dlm_git.doc.peek import outside_sources, peek_frontmatter, source_dirs
 from dlm_git.dvcfiles import cache_object, dir_listing, find_out_in, stages_naming
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
-from dlm_git.hooks.findings import HookFinding, strict_upgrade, summary
+from dlm_git.hooks.findings import HookFinding, strict_mode, strict_upgrade, summary
 from dlm_git.hooks.hashcache import HashCache
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
 from dlm_git.lock.io import parse_lock_json
@@ -163,10 +163,6 @@ def load_states(
         state.head_lock = blobs.get(f"HEAD:{prefix}{LOCK_NAME}")
         state.head_manifest = blobs.get(f"HEAD:{prefix}{MANIFEST_NAME}")
     return states
-
-
-def load_state(root: Path, rel: str) -> DocState:
-    return load_states(root, [rel])[0]
 
 
 def sources_spec(dlm: bytes | None) -> tuple[Any, Any] | None:
@@ -529,13 +525,6 @@ class Checker:
                 "investigate nondeterminism: compare `dlm-git doctor` with the lock;"
                 " see docs/hooks.md",
             )
-
-
-def strict_mode(root: Path) -> bool:
-    """`DLM_GIT_STRICT=1` in the environment, or `git config dlm-git.strict true`."""
-    if gitio.env_flag("DLM_GIT_STRICT"):
-        return True
-    return (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")
 
 
 def run(cwd: Path) -> int:

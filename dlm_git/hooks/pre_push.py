@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dlm_git import gitio
 from dlm_git.errors import DlmGitError
+from dlm_git.hooks.findings import strict_mode
 
 ZERO = "0" * 40
 
@@ -48,9 +49,7 @@ def run(cwd: Path, stdin: str) -> int:
     from dlm_git.verify.report import CANNOT_VERIFY
 
     root = gitio.toplevel(cwd)
-    strict = gitio.env_flag("DLM_GIT_STRICT") or (
-        (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")
-    )
+    strict = strict_mode(root)
     errors = warnings = 0
     for sha in pushed_tips(stdin) or framework_tips(root):
         try:
