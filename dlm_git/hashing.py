@@ -101,6 +101,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def sha256_digest(data: bytes | memoryview) -> bytes:
+    """Raw 32-byte SHA-256 of `data`."""
+    return hashlib.sha256(data).digest()
+
+
 def sha256_text(text: str) -> str:
     """Hex SHA-256 of the UTF-8 encoding of `text`."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

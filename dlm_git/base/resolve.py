@@ -7,11 +7,14 @@ Invariants:
   sha256). The tensor root covers every tensor of every `*.safetensors` file; weights in
   pickle formats are refused, never loaded.
 - `locate_base` never builds or loads anything (cheap, used by `show`);
-  `resolve_base` builds the tiny base if needed and hashes the weights.
+  `resolve_base` builds the tiny base if needed; the weights are hashed on first use of
+  `ResolvedBase.identity` (training, verify), the tokenizer files on first use of
+  `ResolvedBase.tokenizer_sha256` (tokenizing needs nothing more).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +71,18 @@ class LocatedBase:
 class ResolvedBase:
     spec: BaseSpec
     path: Path
-    identity: BaseIdentity
+    revision: str | None
+
+    @functools.cached_property
+    def tokenizer_sha256(self) -> str:
+        """Hashes the tokenizer files only: all that tokenizing (and its cache) depends on."""
+        return tokenizer_sha256(self.path)
+
+    @functools.cached_property
+    def identity(self) -> BaseIdentity:
+        """Hashes every weight tensor (seconds to minutes for a real base), so it is computed
+        on first use: by training and verify, never by tokenizing."""
+        return base_identity(self.path, self.revision, self.tokenizer_sha256)
 
 
 def hf_cache_root() -> Path:
@@ -129,7 +143,8 @@ def resolve_base(
         raise BaseNotAvailableError("base_model", _missing_message(located), _fetch_hint(located))
     else:
         path = located.path
-    return ResolvedBase(spec, path, base_identity(path, located.revision))
+    weight_files(path)  # a base without safetensors weights is refused now, not at first use
+    return ResolvedBase(spec, path, located.revision)
 
 
 def _missing_message(located: LocatedBase) -> str:
@@ -172,7 +187,8 @@ def tokenizer_sha256(path: Path) -> str:
     return canonical_json_sha256(present)
 
 
-def base_identity(path: Path, revision: str | None) -> BaseIdentity:
+def base_identity(path: Path, revision: str | None, tokenizer: str | None = None) -> BaseIdentity:
+    """The base's identity; `tokenizer` is its `tokenizer_sha256` when already known."""
     files = weight_files(path)
     digests: list[TensorDigest] = []
     for f in files:
@@ -184,6 +200,6 @@ def base_identity(path: Path, revision: str | None) -> BaseIdentity:
     return BaseIdentity(
         revision=revision,
         tensor_root=root,
-        tokenizer_sha256=tokenizer_sha256(path),
+        tokenizer_sha256=tokenizer or tokenizer_sha256(path),
         weight_files=tuple(f.name for f in files),
     )

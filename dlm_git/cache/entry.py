@@ -1,67 +1,115 @@
-"""On-disk format of one cache entry: the tokenized sequences of one row.
+"""On-disk format of one cache entry: the tokens of one row.
 
-    magic      8 bytes  b"DLMTOKC2"
+    magic      8 bytes  b"DLMTOKC3"
     key       32 bytes  the entry key (hex ASCII), so a misplaced file is a miss
-    payload             `row_payload` of dlm_git.train.tokenize:
-                        u32le count, count x u32le lengths, input_ids i32le, labels i32le
-    checksum  32 bytes  the row's token-stream Merkle leaf hash,
-                        sha256(0x00 || row_id || 0x00 || payload)
+    row_id    u16le length + ASCII, so an entry is never served for another row
+    leaf      32 bytes  the row's token-stream leaf hash (dlm_git.train.stream)
+    count     u32le     sequences in the row
+    width     u32le     bytes per stored token id: 2 (all ids < 65536) or 4
+    table     count x (u32le length, u32le masked prefix length)
+    ids       sum(lengths) ids, uint16le or int32le
+    checksum  32 bytes  sha256 of everything above
 
-Chosen for load speed: one `read()`, one sha256 over the payload (which doubles as the
-row's leaf in the token stream root, so a hit needs no re-encoding or second hash), and
-`numpy.frombuffer` views; no pickle, no JSON, no per-token Python objects. A truncated or
-corrupted entry fails the length or checksum check and is a miss, never wrong tokens.
+Chosen for load speed and size: one `read()`, one sha256, `numpy.frombuffer` views; no
+pickle, no JSON, no per-token Python objects. Labels are not stored (they are the ids with
+a masked prefix) and ids of small vocabularies take two bytes, so an entry is a quarter of
+the int32 ids+labels it stands for. The leaf is kept, not recomputed: the checksum covers
+it together with the ids it was computed from. A truncated or corrupted entry fails the
+length or checksum check and is a miss, never wrong tokens.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 
-from dlm_git.train.tokenize import Sequence, row_leaf_hash, row_payload
+from dlm_git.hashing import sha256_digest
+from dlm_git.train.stream import RowTokens
 
-MAGIC = b"DLMTOKC2"
+MAGIC = b"DLMTOKC3"
 KEY_LEN = 32
+LEAF_LEN = 32
 CHECKSUM_LEN = 32
-_HEAD = len(MAGIC) + KEY_LEN
+_COUNTS = struct.Struct("<II")
+TABLE_DTYPE = np.dtype([("length", "<u4"), ("masked", "<u4")])
+ID_DTYPES: dict[int, np.dtype[Any]] = {2: np.dtype("<u2"), 4: np.dtype("<i4")}
 
 
 class CorruptEntry(Exception):
-    """The entry's bytes do not decode; the caller treats it as a miss."""
+    """The bytes do not decode; the caller treats it as a miss."""
 
 
-def encode_entry(key: str, row_id: str, sequences: list[Sequence]) -> tuple[bytes, bytes]:
-    """The entry's bytes and the row's leaf hash."""
-    payload = row_payload(sequences)
-    leaf = row_leaf_hash(row_id, payload)
-    return MAGIC + key.encode("ascii") + payload + leaf, leaf
+def id_width(ids: np.ndarray) -> int:
+    return 2 if len(ids) == 0 or int(ids.max()) < 65536 else 4
 
 
-def decode_entry(data: bytes, key: str, row_id: str) -> tuple[list[Sequence], bytes]:
-    """The row's sequences (read-only views into `data`) and its leaf hash."""
-    if len(data) < _HEAD + 4 + CHECKSUM_LEN or not data.startswith(MAGIC):
-        raise CorruptEntry("bad magic or truncated")
-    if data[len(MAGIC) : _HEAD] != key.encode("ascii"):
-        raise CorruptEntry("entry holds another key")
+def encode_table(lengths: np.ndarray, masked: np.ndarray) -> bytes:
+    table = np.empty(len(lengths), dtype=TABLE_DTYPE)
+    table["length"] = lengths
+    table["masked"] = masked
+    return table.tobytes()
+
+
+def encode_ids(ids: np.ndarray, width: int) -> bytes:
+    return bytes(np.asarray(ids).astype(ID_DTYPES[width], copy=False).tobytes())
+
+
+def verify_checksum(data: bytes) -> memoryview:
+    """The body of `data` (everything before the trailing checksum) if the checksum holds."""
+    if len(data) < CHECKSUM_LEN:
+        raise CorruptEntry("truncated")
     view = memoryview(data)
-    payload = view[_HEAD:-CHECKSUM_LEN]
-    leaf = row_leaf_hash(row_id, payload)
-    if leaf != data[-CHECKSUM_LEN:]:
+    body = view[:-CHECKSUM_LEN]
+    if sha256_digest(body) != data[-CHECKSUM_LEN:]:
         raise CorruptEntry("checksum mismatch")
-    (count,) = struct.unpack_from("<I", data, _HEAD)
-    if 4 + 4 * count > len(payload):
+    return body
+
+
+def encode_entry(key: str, row: RowTokens) -> bytes:
+    width = id_width(row.ids)
+    rid = row.row_id.encode("ascii")
+    body = b"".join(
+        [
+            MAGIC,
+            key.encode("ascii"),
+            struct.pack("<H", len(rid)),
+            rid,
+            row.leaf,
+            _COUNTS.pack(len(row.lengths), width),
+            encode_table(row.lengths, row.masked),
+            encode_ids(row.ids, width),
+        ]
+    )
+    return body + sha256_digest(body)
+
+
+def decode_entry(data: bytes, key: str, row_id: str) -> RowTokens:
+    """The row's tokens (views into `data`); CorruptEntry if anything is off."""
+    rid = row_id.encode("ascii")
+    head = len(MAGIC) + KEY_LEN + 2 + len(rid) + LEAF_LEN + _COUNTS.size
+    if len(data) < head + CHECKSUM_LEN or not data.startswith(MAGIC):
+        raise CorruptEntry("bad magic or truncated")
+    verify_checksum(data)
+    at = len(MAGIC)
+    if data[at : at + KEY_LEN] != key.encode("ascii"):
+        raise CorruptEntry("entry holds another key")
+    at += KEY_LEN
+    (n,) = struct.unpack_from("<H", data, at)
+    if data[at + 2 : at + 2 + n] != rid:
+        raise CorruptEntry("entry holds another row")
+    at += 2 + n
+    leaf = data[at : at + LEAF_LEN]
+    count, width = _COUNTS.unpack_from(data, at + LEAF_LEN)
+    at = head
+    if width not in ID_DTYPES or at + count * TABLE_DTYPE.itemsize > len(data) - CHECKSUM_LEN:
+        raise CorruptEntry("bad table")
+    table = np.frombuffer(data, dtype=TABLE_DTYPE, count=count, offset=at)
+    at += count * TABLE_DTYPE.itemsize
+    lengths, masked = table["length"], table["masked"]
+    total = int(lengths.sum(dtype=np.int64))
+    if at + total * width != len(data) - CHECKSUM_LEN or bool((masked > lengths).any()):
         raise CorruptEntry("length mismatch")
-    lengths = struct.unpack_from(f"<{count}I", data, _HEAD + 4) if count else ()
-    total = sum(lengths)
-    ids_at = _HEAD + 4 + 4 * count
-    if len(payload) != 4 + 4 * count + 8 * total:
-        raise CorruptEntry("length mismatch")
-    tokens = np.frombuffer(data, dtype="<i4", count=2 * total, offset=ids_at)
-    out = []
-    offset = 0
-    for n in lengths:
-        ids = tokens[offset : offset + n]
-        out.append(Sequence(row_id, ids, tokens[total + offset : total + offset + n]))
-        offset += n
-    return out, leaf
+    ids = np.frombuffer(data, dtype=ID_DTYPES[width], count=total, offset=at)
+    return RowTokens(row_id, lengths, masked, ids, leaf)

@@ -21,15 +21,15 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from dlm_git.cache.entry import CorruptEntry, decode_entry
-from dlm_git.cache.pack import encode_pack, read_index
+from dlm_git.cache.pack import Pack, decode_pack, encode_pack
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import sha256_text
-from dlm_git.train.tokenize import Sequence
+from dlm_git.train.stream import RowTokens
 
 INDEX_NAME = "cache.sqlite"
 PACKS_DIR = "packs"
@@ -131,38 +131,38 @@ class TokenCache:
     def _path(self, key: str) -> str:
         return f"{self._entries}/{key[:2]}/{key}{SUFFIX}"
 
-    def get(self, key: str, row_id: str) -> tuple[list[Sequence], bytes, bytes] | None:
-        """The entry's sequences, the row's leaf hash and the entry bytes; None on a miss."""
+    def get(self, key: str, row_id: str) -> RowTokens | None:
+        """The row's tokens from its entry file; None on a miss (absent or corrupt)."""
         try:
-            with open(self._path(key), "rb") as fh:
+            with open(self._path(key), "rb", buffering=0) as fh:
                 data = fh.read()
         except OSError:
             return None
-        return self.decode(data, key, row_id)
-
-    def decode(
-        self, data: bytes, key: str, row_id: str
-    ) -> tuple[list[Sequence], bytes, bytes] | None:
         try:
-            sequences, leaf = decode_entry(data, key, row_id)
+            return decode_entry(data, key, row_id)
         except CorruptEntry:
             self.corrupt += 1
             return None
-        return sequences, leaf, data
 
     # --- per-document packs (see pack.py) ------------------------------------------------
 
     def pack_path(self, dlm_id: str) -> Path:
         return self.root / PACKS_DIR / f"{dlm_id}.pack"
 
-    def read_pack(self, dlm_id: str) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    def read_pack(self, dlm_id: str) -> Pack | None:
+        """The document's pack; None if there is none or it is corrupt (counted)."""
         try:
-            data = self.pack_path(dlm_id).read_bytes()
+            with open(self.pack_path(dlm_id), "rb", buffering=0) as fh:
+                data = fh.read()
         except OSError:
-            return b"", {}
-        return data, read_index(data)
+            return None
+        try:
+            return decode_pack(data)
+        except CorruptEntry:
+            self.corrupt += 1
+            return None
 
-    def write_pack(self, dlm_id: str, entries: list[tuple[str, bytes]]) -> int:
+    def write_pack(self, dlm_id: str, entries: list[tuple[str, RowTokens]]) -> int:
         data = encode_pack(entries)
         try:
             atomic_write_bytes(self.pack_path(dlm_id), data)
@@ -213,7 +213,7 @@ class TokenCache:
         conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=OFF")
             conn.executescript(SCHEMA)
         except BaseException:
             conn.close()
@@ -228,40 +228,59 @@ class TokenCache:
 
     def record_run(
         self,
-        used: dict[str, int],
+        used: Collection[str],
         written: dict[str, int],
         max_bytes: int,
         metrics: dict[str, object],
+        *,
+        served_by: str | None = None,
     ) -> RunMetrics:
-        """Update last access of used entries, add written ones, evict LRU, log the run."""
+        """Refresh last access of used entries, add written ones, evict LRU, log the run.
+
+        Last access is kept to within ACCESS_GRANULARITY_NS: an entry touched less than half
+        of it ago needs no write, which keeps a warm run's index update small. `served_by`
+        names the pack that served every used key: its entries are refreshed whenever it
+        is, so while the pack itself is fresh they are too and are not looked up at all.
+        """
         now = time.time_ns()
-        fresh = now - ACCESS_GRANULARITY_NS
+        fresh = now - ACCESS_GRANULARITY_NS // 2
+        written_keys = set(written)
+        keys = [k for k in dict.fromkeys(used) if k not in written_keys]
         with self.locked() as conn:
-            # Last access is kept to the hour: entries touched within the last hour need no
-            # write, which keeps a warm run's index update small.
             stale = dict(written)
-            keys = list(used)
+            if served_by is not None:
+                row = conn.execute(
+                    "SELECT last_access_ns FROM entries WHERE key = ?", (served_by,)
+                ).fetchone()
+                if row is not None and row[0] >= fresh:
+                    keys = []
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
                 marks = ",".join("?" * len(chunk))
-                known = dict(
-                    conn.execute(
-                        f"SELECT key, last_access_ns FROM entries WHERE key IN ({marks})", chunk
-                    ).fetchall()
-                )
-                stale.update({k: used[k] for k in chunk if known.get(k, 0) < fresh})
-                # A hit served from a pack whose entry file is gone (evicted, pruned) is
-                # not re-listed: the index must not count bytes that are not on disk.
+                known = {
+                    k: (size, access)
+                    for k, size, access in conn.execute(
+                        f"SELECT key, size, last_access_ns FROM entries WHERE key IN ({marks})",
+                        chunk,
+                    )
+                }
                 for k in chunk:
-                    if k not in known and not os.path.exists(self.path_of(k)):
-                        stale.pop(k, None)
+                    if k in known:
+                        if known[k][1] < fresh:
+                            stale[k] = known[k][0]
+                        continue
+                    # Used but not listed (the index was rebuilt): list the file if it is
+                    # there. A hit served from a pack whose entry file is gone (evicted,
+                    # pruned) is not re-listed: the index never counts bytes not on disk.
+                    with contextlib.suppress(OSError):
+                        stale[k] = os.stat(self.path_of(k)).st_size
             conn.executemany(
                 "INSERT INTO entries(key, size, last_access_ns) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET size=excluded.size, "
                 "last_access_ns=excluded.last_access_ns",
                 [(k, size, now) for k, size in stale.items() if size > 0],
             )
-            evicted = self._evict(conn, max_bytes, protected=set(used) | set(written))
+            evicted = self._evict(conn, max_bytes, protected=set(used) | written_keys)
             total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
             run = RunMetrics(
                 dlm_id=str(metrics["dlm_id"]),

@@ -26,6 +26,13 @@ class LoadedDocument:
     def rows(self) -> tuple[Section, ...]:
         return self.doc.sections + self.sources.sections()
 
+    @property
+    def section_ids(self) -> list[str]:
+        """The ids of `rows`, without building the source files' sections."""
+        return [s.section_id for s in self.doc.sections] + [
+            f.section_id for f in self.sources.files
+        ]
+
 
 def load_document(target: Path) -> LoadedDocument:
     path = find_document(Path(target))

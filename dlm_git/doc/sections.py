@@ -1,15 +1,17 @@
 """Sections: the rows a document contributes to training, each with a stable id.
 
-Invariant: `section_id = sha256(type + "\\n" + content)[:16]` where `content` is the
-normalized text (BOM stripped, LF line endings) and `type` is the section kind, with
-`#<adapter>` appended when the fence names an adapter. Every instruction pair, every
-preference triple and every source file is its own section with its own id; identical
-content of the same type gives the same id (and the same tokens), anything else differs.
+Invariant: a section of the document has `section_id = sha256(type + "\\n" + content)[:16]`
+where `content` is the normalized text (BOM stripped, LF line endings) and `type` is the
+section kind, with `#<adapter>` appended when the fence names an adapter. A source file
+has `section_id = sha256("source\\n" + relpath + "\\n" + sha256_hex(text))[:16]` over its
+normalized text (see `source_section_id`). Every instruction pair, every preference
+triple and every source file is its own section with its own id; identical content of
+the same type (and for a source, the same relpath) gives the same id and the same
+tokens, anything else differs.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,7 +20,7 @@ from dlm_git.hashing import sha256_text
 SectionKind = Literal["prose", "instruction", "preference"]
 
 
-def section_id(type_name: str, content: str) -> str:
+def compute_section_id(type_name: str, content: str) -> str:
     return sha256_text(type_name + "\n" + content)[:16]
 
 
@@ -35,14 +37,17 @@ class Section:
     prompt: str | None = None
     chosen: str | None = None
     rejected: str | None = None
+    section_id: str = ""
+    """Computed from type and content at creation unless the creator passes it (source
+    files compute it from their bytes: `source_section_id`)."""
+
+    def __post_init__(self) -> None:
+        if not self.section_id:
+            object.__setattr__(self, "section_id", compute_section_id(self.type_name, self.content))
 
     @property
     def type_name(self) -> str:
         return self.kind if self.adapter is None else f"{self.kind}#{self.adapter}"
-
-    @functools.cached_property
-    def section_id(self) -> str:
-        return section_id(self.type_name, self.content)
 
     @property
     def first_line(self) -> str:
@@ -57,8 +62,23 @@ def prose_section(text: str, line: int | None, adapter: str | None = None) -> Se
     return Section(kind="prose", content=text, line=line, adapter=adapter)
 
 
-def source_section(relpath: str, text: str) -> Section:
-    return Section(kind="prose", content=f"# source: {relpath}\n\n{text}", source_path=relpath)
+def source_section(relpath: str, text: str, section_id: str | None = None) -> Section:
+    """A source file's section; `section_id` is its `source_section_id` when known."""
+    if section_id is None:
+        section_id = source_section_id(relpath, sha256_text(text))
+    return Section(
+        kind="prose",
+        content=f"# source: {relpath}\n\n{text}",
+        source_path=relpath,
+        section_id=section_id,
+    )
+
+
+def source_section_id(relpath: str, text_sha256: str) -> str:
+    """The section id of a source file: it commits to the relpath and to the sha256 of the
+    file's normalized text (which is the file's own sha256 unless normalizing changed
+    it), so expanding sources hashes each file once."""
+    return sha256_text(f"source\n{relpath}\n{text_sha256}")[:16]
 
 
 def instruction_section(question: str, answer: str, line: int, adapter: str | None) -> Section:

@@ -26,12 +26,13 @@ import pathspec
 from dlm_git.doc.errors import SourcesError
 from dlm_git.doc.parser import Document, decode_utf8, key_line, normalize_text
 from dlm_git.doc.schema import SourceSpec
-from dlm_git.doc.sections import Section, source_section
-from dlm_git.hashing import sha256_bytes
+from dlm_git.doc.sections import Section, source_section, source_section_id
+from dlm_git.hashing import sha256_bytes, sha256_text
 from dlm_git.layout import DocLayout, repo_root_of
 
 IGNORE_FILE = ".dlmignore"
 BINARY_SNIFF_BYTES = 1024
+UTF8_BOM = b"\xef\xbb\xbf"
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".git/",
     ".dvc/",
@@ -69,13 +70,15 @@ class SourceFile:
     """sha256 of the file's raw bytes."""
     text: str
     """Normalized text (BOM stripped, LF)."""
+    section_id: str
+    """The id of `section()` (`source_section_id`), from the digest of the normalized text."""
 
     @property
     def path(self) -> Path:
         return Path(self.abspath)
 
     def section(self) -> Section:
-        return source_section(self.relpath, self.text)
+        return source_section(self.relpath, self.text, self.section_id)
 
 
 @dataclass(frozen=True)
@@ -222,8 +225,7 @@ def _expand_one(
             skipped.append(SkippedFile(relpath, reason))
             continue
         try:
-            with open(full, "rb") as fh:
-                data = fh.read(spec.max_bytes_per_file + 1)
+            data = _read_at_most(full, spec.max_bytes_per_file + 1)
         except OSError as exc:
             skipped.append(SkippedFile(relpath, f"unreadable ({exc.strerror})"))
             continue
@@ -235,7 +237,7 @@ def _expand_one(
                 )
             )
             continue
-        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        if data.find(b"\x00", 0, BINARY_SNIFF_BYTES) != -1:
             skipped.append(SkippedFile(relpath, "binary (NUL byte in the first KiB)"))
             continue
         try:
@@ -243,10 +245,33 @@ def _expand_one(
         except UnicodeDecodeError:
             skipped.append(SkippedFile(relpath, "invalid UTF-8"))
             continue
-        files.append(SourceFile(relpath, full, len(data), sha256_bytes(data), normalize_text(text)))
+        digest = text_digest = sha256_bytes(data)
+        if data.startswith(UTF8_BOM) or b"\r" in data:
+            text = normalize_text(text)
+            text_digest = sha256_text(text)
+        sid = source_section_id(relpath, text_digest)
+        files.append(SourceFile(relpath, full, len(data), digest, text, sid))
     # os.walk yields directories in file-system order; the report must not depend on it
     skipped.sort(key=lambda s: s.relpath)
     return files, skipped
+
+
+def _read_at_most(path: str, limit: int) -> bytes:
+    """Up to `limit` bytes of the file. Sized from fstat, so a small file costs a small
+    buffer (`read(limit)` would allocate `limit` bytes for every file), and read with
+    plain descriptors (no file object per file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, min(size, limit - 1) + 1)
+        while size < len(data) < limit:  # the file grew since fstat: read on to the limit
+            more = os.read(fd, limit - len(data))
+            if not more:
+                break
+            data += more
+    finally:
+        os.close(fd)
+    return data
 
 
 def _walk(
@@ -321,7 +346,10 @@ def _file_reason(
     real = os.path.realpath(full) if link else full
     if real in outputs:
         return "the document itself or one of its outputs"
-    if _DEFAULT.match(rel):
+    # The default excludes have no slash but a trailing one, so they match a path through
+    # one of its names; every directory on the way was checked when the walk entered it,
+    # which leaves the file's own name (one short match instead of a search of the path).
+    if _DEFAULT.match(rel.rpartition("/")[2]):
         return "default exclude"
     if ignore is not None and ignore.match(rel):
         return f"matched by {IGNORE_FILE}"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlm_git.train.tokenize import IGNORE_INDEX, Sequence
+from dlm_git.train.stream import IGNORE_INDEX, Sequence, TokenStream
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -90,7 +90,7 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     return [int(i) for i in torch.randperm(n, generator=gen).tolist()]
 
 
-def micro_batches(sequences: list[Sequence], cfg: LoopConfig, epoch: int) -> list[list[int]]:
+def micro_batches(sequences: TokenStream, cfg: LoopConfig, epoch: int) -> list[list[int]]:
     order = epoch_order(len(sequences), cfg.seed, epoch)
     mbs = cfg.micro_batch_size
     return [order[i : i + mbs] for i in range(0, len(order), mbs)]
@@ -161,7 +161,7 @@ def make_trainer(model: Any, n_sequences: int, cfg: LoopConfig) -> Trainer:
 
 def train_loop(
     model: Any,
-    sequences: list[Sequence],
+    sequences: TokenStream,
     cfg: LoopConfig,
     *,
     progress: ProgressFn | None = None,

@@ -2,8 +2,10 @@
 
 Invariants:
 - The result depends only on the document's rows, the tokenizer's state and
-  `sequence_len`; with or without the cache the sequences are identical.
+  `sequence_len`; with or without the cache the token stream is identical.
 - A run whose rows are all cached never loads the tokenizer (nor imports transformers).
+- A run whose rows are exactly the ones in the document's pack, in order (the common warm
+  run), takes its token stream from the pack's arrays with no per-row work.
 - `--no-cache` (use_cache=False) neither reads nor writes nor records anything in the cache.
 """
 
@@ -18,36 +20,47 @@ from dlm_git.cache.entry import encode_entry
 from dlm_git.cache.store import PACK_PREFIX, TokenCache, default_cache_dir, entry_key
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.manifest.records import sources_record
-from dlm_git.train.rows import build_rows
-from dlm_git.train.tokenize import (
-    TOKENS_INDEX,
-    RowTokenizer,
-    Sequence,
-    load_tokens,
-    save_tokens,
-    token_stream_root,
-)
+from dlm_git.train.rows import Row, build_rows
+from dlm_git.train.stream import RowTokens, TokenStream, token_stream_root
+from dlm_git.train.tokenize import TOKENS_INDEX, RowTokenizer, load_tokens, save_tokens
 
 
 @dataclass
 class TokenizeResult:
-    sequences: list[Sequence]
+    sequences: TokenStream
     stream_root: str
     rows: int
-    tokens: int
     template_kind: str
     skipped_preference: int
     tokenizer: RowTokenizer
-    row_counts: list[tuple[str, int]]
     cache_stats: dict[str, Any] | None = field(default=None)
     source: str = "tokenized"
     """"tokenized" (through the cache or not) or "tokens-dir" (read from `tokens/`)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.sequences.tokens
+
+    @property
+    def row_counts(self) -> list[tuple[str, int]]:
+        return self.sequences.row_counts
 
     @property
     def pad_id(self) -> int:
         tok = self.tokenizer.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         return int(pad)
+
+
+@dataclass
+class _CacheRun:
+    """What one run did with the cache, for `TokenCache.record_run`."""
+
+    used: set[str] = field(default_factory=set)
+    written: dict[str, int] = field(default_factory=dict)
+    hits: int = 0
+    misses: int = 0
+    served_by: str | None = None
 
 
 def tokenize_document(
@@ -57,90 +70,97 @@ def tokenize_document(
     seq_len = fm.training.sequence_len
     tokenizer = RowTokenizer(resolved.path, fm.system_prompt, seq_len)
     has_template = tokenizer.has_chat_template()
-    rows, skipped_pref = build_rows(loaded.rows, fm.system_prompt, has_template)
-    cache = TokenCache(default_cache_dir(loaded.repo_root)) if use_cache else None
-    tok_sha = resolved.identity.tokenizer_sha256
+    rows, skipped_pref = build_rows(
+        loaded.doc.sections, loaded.sources.files, fm.system_prompt, has_template
+    )
     started = time.perf_counter()
-    sequences: list[Sequence] = []
-    leaves: list[bytes] = []
-    row_counts: list[tuple[str, int]] = []
-    used: dict[str, int] = {}
-    written: dict[str, int] = {}
-    hits = misses = 0
-    pack_data, pack_index = cache.read_pack(fm.dlm_id) if cache is not None else (b"", {})
-    pack_view = memoryview(pack_data)
-    run_entries: list[tuple[str, bytes]] = []
-    pack_intact = True
-    for row in rows:
-        key = entry_key(row.row_id, tok_sha, seq_len)
-        found = None
-        if cache is not None:
-            where = pack_index.get(key)
-            if where is not None:
-                offset, length = where
-                found = cache.decode(bytes(pack_view[offset : offset + length]), key, row.row_id)
-                pack_intact = pack_intact and found is not None
-            if found is None:
-                found = cache.get(key, row.row_id)
-        if found is not None:
-            seqs, leaf, data = found
-            used[key] = len(data)
-            hits += 1
-        else:
-            seqs = tokenizer.tokenize(row)
-            misses += 1
-            data, leaf = encode_entry(key, row.row_id, seqs)
-            if cache is not None:
-                written[key] = cache.put(key, data)
-        run_entries.append((key, data))
-        sequences.extend(seqs)
-        leaves.append(leaf)
-        row_counts.append((row.row_id, len(seqs)))
+    if use_cache:
+        cache = TokenCache(default_cache_dir(loaded.repo_root))
+        stream, root, run = _through_cache(cache, fm.dlm_id, rows, tokenizer, resolved)
+    else:
+        tokenized = [RowTokens.from_sequences(r.row_id, tokenizer.tokenize(r)) for r in rows]
+        stream = TokenStream.from_rows(tokenized)
+        root = token_stream_root([r.leaf for r in tokenized])
     seconds = time.perf_counter() - started
     stats = None
-    if cache is not None:
-        pack_key = f"{PACK_PREFIX}{fm.dlm_id}"
-        packed = list(dict(run_entries).items())  # a repeated row is packed once
-        if not pack_intact or list(pack_index) != [k for k, _ in packed]:
-            written[pack_key] = cache.write_pack(fm.dlm_id, packed)
-        else:
-            used[pack_key] = len(pack_data)
-        run = cache.record_run(
-            used,
-            written,
+    if use_cache:
+        metrics = cache.record_run(
+            run.used,
+            run.written,
             fm.training.cache.max_bytes,
             {
                 "dlm_id": fm.dlm_id,
                 "total_rows": len(rows),
-                "hits": hits,
-                "misses": misses,
+                "hits": run.hits,
+                "misses": run.misses,
                 "tokenize_seconds": seconds,
             },
+            served_by=run.served_by,
         )
-        stats = {"path": str(cache.root), **run.to_json()}
+        stats = {"path": str(cache.root), **metrics.to_json()}
     return TokenizeResult(
-        sequences=sequences,
-        stream_root=token_stream_root(leaves),
+        sequences=stream,
+        stream_root=root,
         rows=len(rows),
-        tokens=sum(len(s.input_ids) for s in sequences),
         template_kind="chat_template" if has_template else "plain",
         skipped_preference=skipped_pref,
         tokenizer=tokenizer,
-        row_counts=row_counts,
         cache_stats=stats,
     )
 
 
+def _through_cache(
+    cache: TokenCache,
+    dlm_id: str,
+    rows: list[Row],
+    tokenizer: RowTokenizer,
+    resolved: ResolvedBase,
+) -> tuple[TokenStream, str, _CacheRun]:
+    """The token stream and its root: each row from the pack, else from its entry file,
+    else from the tokenizer (then cached)."""
+    tok_sha, seq_len = resolved.tokenizer_sha256, tokenizer.sequence_len
+    keys = [entry_key(row.row_id, tok_sha, seq_len) for row in rows]
+    distinct = list(dict.fromkeys(keys))  # a repeated row is packed once
+    pack_key = f"{PACK_PREFIX}{dlm_id}"
+    pack = cache.read_pack(dlm_id)
+    run = _CacheRun()
+    if pack is not None and pack.keys == keys:  # the common warm run: the pack as it is
+        run.used.update(keys)
+        run.used.add(pack_key)
+        run.hits, run.served_by = len(rows), pack_key
+        return pack.stream([row.row_id for row in rows]), pack.root, run
+    found: list[RowTokens] = []
+    for row, key in zip(rows, keys, strict=True):
+        where = pack.position.get(key) if pack is not None else None
+        tokens = pack.row(where, row.row_id) if pack is not None and where is not None else None
+        if tokens is None:
+            tokens = cache.get(key, row.row_id)
+        if tokens is not None:
+            run.hits += 1
+            run.used.add(key)
+        else:
+            tokens = RowTokens.from_sequences(row.row_id, tokenizer.tokenize(row))
+            run.misses += 1
+            run.written[key] = cache.put(key, encode_entry(key, tokens))
+        found.append(tokens)
+    if pack is not None and pack.keys == distinct:
+        run.used.add(pack_key)
+    else:
+        by_key = dict(zip(keys, found, strict=True))
+        run.written[pack_key] = cache.write_pack(dlm_id, [(k, by_key[k]) for k in distinct])
+    return TokenStream.from_rows(found), token_stream_root([t.leaf for t in found]), run
+
+
 def tokens_key(loaded: LoadedDocument, resolved: ResolvedBase) -> dict[str, Any]:
-    """What a `tokens/` directory must have been made from to be reused as is."""
+    """What a `tokens/` directory must have been made from to be reused as is: the tokens
+    depend on the document, its sources, the tokenizer and `sequence_len`, not on weights."""
     return {
         "dlm_id": loaded.doc.frontmatter.dlm_id,
         "dlm_sha256": loaded.doc.sha256,
         "sources_root": sources_record(
             (f.relpath, f.sha256, f.size) for f in loaded.sources.files
         ).merkle_root,
-        "tokenizer_sha256": resolved.identity.tokenizer_sha256,
-        "base_tensor_root": resolved.identity.tensor_root,
+        "tokenizer_sha256": resolved.tokenizer_sha256,
         "sequence_len": loaded.doc.frontmatter.training.sequence_len,
     }
 
@@ -149,7 +169,6 @@ def write_tokens(loaded: LoadedDocument, resolved: ResolvedBase, result: Tokeniz
     save_tokens(
         loaded.layout.tokens,
         result.sequences,
-        result.row_counts,
         {
             "key": tokens_key(loaded, resolved),
             "stream_root": result.stream_root,
@@ -168,20 +187,18 @@ def load_or_tokenize(
     directory = loaded.layout.tokens
     if (directory / TOKENS_INDEX).is_file():
         try:
-            sequences, leaves, index = load_tokens(directory)
+            stream, _, index = load_tokens(directory)
         except (ValueError, KeyError, OSError):
             index = None
         if index is not None and index.get("key") == tokens_key(loaded, resolved):
             fm = loaded.doc.frontmatter
             return TokenizeResult(
-                sequences=sequences,
+                sequences=stream,
                 stream_root=index["stream_root"],
-                rows=len(leaves),
-                tokens=sum(len(s.input_ids) for s in sequences),
+                rows=len(stream.row_ids),
                 template_kind=index["template"],
                 skipped_preference=int(index["skipped_preference"]),
                 tokenizer=RowTokenizer(resolved.path, fm.system_prompt, fm.training.sequence_len),
-                row_counts=[(r, int(n)) for r, n in index["rows"]],
                 source="tokens-dir",
             )
     return tokenize_document(loaded, resolved, use_cache=use_cache)

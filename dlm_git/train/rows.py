@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dlm_git.doc.sections import Section
+from dlm_git.doc.sources import SourceFile
 from dlm_git.hashing import sha256_text
 
 PLAIN_TEMPLATE = "### Question\n{question}\n\n### Answer\n"
@@ -30,7 +31,18 @@ class Row:
     row_id: str
     section_id: str
     kind: Literal["text", "chat"]
-    section: Section
+    section: Section | None
+    """The document section; None for a source file (see `source`)."""
+    source: SourceFile | None = None
+    """The source file of a text row made from one; its section is built only if the row
+    is tokenized, so a warm run never builds source sections."""
+
+    def content(self) -> str:
+        """The text of a text row."""
+        if self.section is not None:
+            return self.section.content
+        assert self.source is not None
+        return self.source.section().content
 
 
 def chat_row_id(section_id: str, system_prompt: str | None, template_kind: str) -> str:
@@ -39,9 +51,13 @@ def chat_row_id(section_id: str, system_prompt: str | None, template_kind: str) 
 
 
 def build_rows(
-    sections: tuple[Section, ...], system_prompt: str | None, has_chat_template: bool
+    sections: tuple[Section, ...],
+    sources: tuple[SourceFile, ...],
+    system_prompt: str | None,
+    has_chat_template: bool,
 ) -> tuple[list[Row], int]:
-    """Rows in document order, and the number of preference sections skipped."""
+    """Rows in document order (the document's sections, then its source files), and the
+    number of preference sections skipped."""
     template_kind = "chat_template" if has_chat_template else "plain"
     rows: list[Row] = []
     skipped_preference = 0
@@ -53,4 +69,5 @@ def build_rows(
             rows.append(Row(rid, s.section_id, "chat", s))
         else:
             skipped_preference += 1
+    rows.extend(Row(f.section_id, f.section_id, "text", None, f) for f in sources)
     return rows, skipped_preference

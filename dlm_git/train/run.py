@@ -435,7 +435,7 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     manifest = Manifest(
         dlm_id=fm.dlm_id,
         dlm_sha256=loaded.doc.sha256,
-        section_ids=[s.section_id for s in loaded.rows],
+        section_ids=loaded.section_ids,
         sources=sources_record((f.relpath, f.sha256, f.size) for f in loaded.sources.files),
         tokens=TokensRecord(
             root=tok.stream_root, rows=tok.rows, sequences=len(tok.sequences), tokens=tok.tokens

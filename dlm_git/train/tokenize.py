@@ -1,38 +1,26 @@
-"""Tokenize rows into fixed training sequences; the token stream root binds them.
+"""Tokenize rows into fixed training sequences.
 
 Invariants:
 - Tokenization of a row depends only on (row, tokenizer state, sequence_len); the result
-  is a list of `Sequence`s (input ids and labels, -100 where no loss is taken).
-- The token stream root is the Merkle root with one leaf per row, rows in document order:
-  `row_id || 0x00 || payload`, where `payload` is
-  `u32le(count) || count x u32le(length) || all input_ids i32le || all labels i32le`
-  over the row's sequences (windows) in order. The token cache stores exactly `payload`
-  and checks it against this leaf hash, so a cache hit costs one hash and no re-encoding.
-- Tokens are stored as safetensors + canonical JSON, never pickle.
+  is a list of `Sequence`s (input ids and labels, -100 where no loss is taken) whose labels
+  are the ids with a masked prefix (see dlm_git.train.stream).
+- A `tokens/` directory holds a `TokenStream` as safetensors + canonical JSON, never
+  pickle; loading it recomputes every row's leaf and checks the stream root it records.
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dlm_git.hashing import canonical_json, merkle_leaf_hash, merkle_root_from_leaf_hashes
+from dlm_git.hashing import canonical_json
 from dlm_git.train.rows import PLAIN_SYSTEM, PLAIN_TEMPLATE, Row
+from dlm_git.train.stream import IGNORE_INDEX, Sequence, TokenStream, token_stream_root
 
-IGNORE_INDEX = -100
 TOKENS_FILE = "tokens.safetensors"
 TOKENS_INDEX = "tokens.json"
-
-
-@dataclass(frozen=True)
-class Sequence:
-    row_id: str
-    input_ids: np.ndarray  # int32, 1-D
-    labels: np.ndarray  # int32, 1-D, IGNORE_INDEX where masked
 
 
 class RowTokenizer:
@@ -75,7 +63,7 @@ class RowTokenizer:
         return [self._chat(row)]
 
     def _text(self, row: Row) -> list[Sequence]:
-        ids = self._encode(row.section.content, True) + [self.eos_id()]
+        ids = self._encode(row.content(), True) + [self.eos_id()]
         n = self.sequence_len
         out = []
         for start in range(0, len(ids), n):
@@ -86,6 +74,7 @@ class RowTokenizer:
         return out
 
     def _chat(self, row: Row) -> Sequence:
+        assert row.section is not None  # chat rows come from instruction sections
         question = row.section.question or ""
         answer = row.section.answer or ""
         if self.has_chat_template():
@@ -132,55 +121,25 @@ def has_chat_template_files(base_path: Path) -> bool:
     return False
 
 
-def row_payload(sequences: list[Sequence]) -> bytes:
-    """The canonical encoding of one row's sequences (see the module docstring)."""
-    lengths = np.asarray([len(s.input_ids) for s in sequences], dtype="<u4")
-    if sequences:
-        ids = np.concatenate([s.input_ids for s in sequences]).astype("<i4", copy=False)
-        labels = np.concatenate([s.labels for s in sequences]).astype("<i4", copy=False)
-    else:
-        ids = labels = np.zeros(0, dtype="<i4")
-    return struct.pack("<I", len(sequences)) + lengths.tobytes() + ids.tobytes() + labels.tobytes()
-
-
-def row_leaf_hash(row_id: str, payload: bytes | memoryview) -> bytes:
-    return merkle_leaf_hash(row_id.encode("ascii"), b"\x00", payload)
-
-
-def token_stream_root(leaf_hashes: list[bytes]) -> str:
-    """Merkle root over per-row leaf hashes (`row_leaf_hash`), rows in document order."""
-    return merkle_root_from_leaf_hashes(leaf_hashes)
-
-
-def save_tokens(
-    directory: Path,
-    sequences: list[Sequence],
-    row_counts: list[tuple[str, int]],
-    info: dict[str, Any],
-) -> None:
-    """Write sequences as one safetensors file + a canonical JSON index (atomic writes)."""
+def save_tokens(directory: Path, stream: TokenStream, info: dict[str, Any]) -> None:
+    """Write a token stream as one safetensors file + a canonical JSON index (atomic)."""
     from safetensors.numpy import save
 
     from dlm_git.fsutil import atomic_write_bytes
 
-    empty = np.zeros(0, dtype=np.int32)
     tensors: dict[str, np.ndarray] = {
-        "input_ids": np.concatenate([s.input_ids for s in sequences]).astype(np.int32)
-        if sequences
-        else empty,
-        "labels": np.concatenate([s.labels for s in sequences]).astype(np.int32)
-        if sequences
-        else empty,
-        "lengths": np.asarray([len(s.input_ids) for s in sequences], dtype=np.int64),
+        "input_ids": stream.ids,
+        "labels": stream.labels,
+        "lengths": stream.lengths.astype(np.int64),
     }
-    index = {**info, "rows": [[row_id, n] for row_id, n in row_counts]}
+    index = {**info, "rows": [[row_id, n] for row_id, n in stream.row_counts]}
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(directory / TOKENS_FILE, save(tensors, metadata={"format": "np"}))
     atomic_write_bytes(directory / TOKENS_INDEX, canonical_json(index))
 
 
-def load_tokens(directory: Path) -> tuple[list[Sequence], list[bytes], dict[str, Any]]:
-    """Sequences, per-row leaf hashes and the index of a tokens directory.
+def load_tokens(directory: Path) -> tuple[TokenStream, list[bytes], dict[str, Any]]:
+    """The token stream, per-row leaf hashes and the index of a tokens directory.
 
     Raises ValueError if the files are inconsistent with each other."""
     import json
@@ -189,23 +148,15 @@ def load_tokens(directory: Path) -> tuple[list[Sequence], list[bytes], dict[str,
 
     index = json.loads((directory / TOKENS_INDEX).read_text("utf-8"))
     arrays = load_file(str(directory / TOKENS_FILE))
-    lengths = arrays["lengths"].tolist()
-    ids, labels = arrays["input_ids"], arrays["labels"]
-    if sum(lengths) != len(ids) or len(ids) != len(labels):
-        raise ValueError("token arrays and lengths disagree")
-    sequences: list[Sequence] = []
-    leaves: list[bytes] = []
-    offset = seq = 0
-    for row_id, count in index["rows"]:
-        group = []
-        for n in lengths[seq : seq + count]:
-            group.append(Sequence(row_id, ids[offset : offset + n], labels[offset : offset + n]))
-            offset += n
-        seq += count
-        sequences.extend(group)
-        leaves.append(row_leaf_hash(row_id, row_payload(group)))
-    if seq != len(lengths):
-        raise ValueError("row counts and sequences disagree")
+    rows = index["rows"]
+    stream = TokenStream.from_labels(
+        [str(r) for r, _ in rows],
+        [int(n) for _, n in rows],
+        arrays["lengths"],
+        arrays["input_ids"],
+        arrays["labels"],
+    )
+    leaves = stream.leaves()
     if token_stream_root(leaves) != index.get("stream_root"):
         raise ValueError("token stream root does not match the index")
-    return sequences, leaves, index
+    return stream, leaves, index

@@ -234,7 +234,7 @@ def sources_checks(checks: Checks, manifest: Manifest, doc_path: Path, repo_root
         doc, expanded = state.get("doc"), state.get("expanded")
         if doc is None or expanded is None:
             raise CheckFailed("sources could not be expanded")
-        ids = [s.section_id for s in doc.sections + expanded.sections()]
+        ids = [s.section_id for s in doc.sections] + [f.section_id for f in expanded.files]
         if ids != manifest.section_ids:
             if sorted(ids) == sorted(manifest.section_ids):
                 raise CheckFailed("section order differs from the manifest")

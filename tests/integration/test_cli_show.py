@@ -38,6 +38,11 @@ def sid(type_name: str, content: str) -> str:
     return hashlib.sha256((type_name + "\n" + content).encode("utf-8")).hexdigest()[:16]
 
 
+def source_sid(relpath: str, text: str) -> str:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"source\n{relpath}\n{digest}".encode()).hexdigest()[:16]
+
+
 @pytest.fixture(scope="module")
 def demo_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git repository holding a copy of examples/demo (shared: tests only read it)."""
@@ -77,7 +82,7 @@ def test_show_json_demo(demo_repo: Path, demo_json: dict) -> None:  # type: igno
     assert sections[1]["first_line"] == "What does dlm.lock record?"
     assert len({s["id"] for s in sections}) == 6
     note = (demo_repo / "demo" / "notes" / "hashing.md").read_text("utf-8")
-    assert sections[4]["id"] == sid("prose", f"# source: notes/hashing.md\n\n{note}")
+    assert sections[4]["id"] == source_sid("notes/hashing.md", note)
     assert report["counts"] == {
         "prose": 1,
         "instruction": 2,

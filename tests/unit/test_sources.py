@@ -57,6 +57,12 @@ def sid(type_name: str, content: str) -> str:
     return hashlib.sha256((type_name + "\n" + content).encode("utf-8")).hexdigest()[:16]
 
 
+def source_sid(relpath: str, text: str) -> str:
+    """A source file's id: relpath and the sha256 of its normalized text (docs/format.md)."""
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"source\n{relpath}\n{digest}".encode()).hexdigest()[:16]
+
+
 # --- order -----------------------------------------------------------------------------------
 
 
@@ -100,7 +106,7 @@ def test_rows_are_document_sections_then_sources(git_repo: Path, write_doc: Writ
     ]
     assert rows[2].content == "# source: notes/n.md\n\nnote\n"
     assert rows[2].line is None
-    assert rows[2].section_id == sid("prose", "# source: notes/n.md\n\nnote\n")
+    assert rows[2].section_id == source_sid("notes/n.md", "note\n")
 
 
 # --- filters ---------------------------------------------------------------------------------
@@ -146,6 +152,8 @@ def test_default_excludes_skipped_with_reason(git_repo: Path, write_doc: WriteDo
     assert list(reasons) == sorted(reasons)  # the report is in relpath order too
     for pattern in [".git/", ".venv/", "__pycache__/", "*.pem", "*.key", ".env", ".env.*"]:
         assert pattern in DEFAULT_EXCLUDES
+    # files are checked by name only, which is exact while no default has an inner slash
+    assert all("/" not in p.rstrip("/") for p in DEFAULT_EXCLUDES)
 
 
 def test_include_cannot_override_default_excludes(git_repo: Path, write_doc: WriteDoc) -> None:
@@ -382,8 +390,8 @@ def test_moving_a_file_changes_its_section_id(git_repo: Path, write_doc: WriteDo
     after = load(doc).rows[0]
     assert before.content == "# source: notes/a.md\n\nsame text\n"
     assert after.content == "# source: notes/sub/a.md\n\nsame text\n"
-    assert before.section_id == sid("prose", before.content)
-    assert after.section_id == sid("prose", after.content)
+    assert before.section_id == source_sid("notes/a.md", "same text\n")
+    assert after.section_id == source_sid("notes/sub/a.md", "same text\n")
     assert before.section_id != after.section_id
 
 
@@ -399,9 +407,14 @@ def test_source_text_normalized_but_sha256_of_raw_bytes(
     assert crlf.sha256 == hashlib.sha256(raw).hexdigest()
     assert crlf.size == len(raw)
     assert lf.sha256 != crlf.sha256
-    # the row differs only by its relpath
+    # the row differs only by its relpath: its id hashes the normalized text, not the bytes
     assert crlf.section().content == "# source: crlf/n.txt\n\nline one\nline two\nline three\n"
-    assert crlf.section().section_id == sid("prose", crlf.section().content)
+    assert crlf.section_id == crlf.section().section_id == source_sid("crlf/n.txt", lf.text)
+    assert lf.section_id == source_sid("lf/n.txt", lf.text)
+    # a section built without the id (from the text alone) gets the same one
+    from dlm_git.doc.sections import source_section
+
+    assert source_section("crlf/n.txt", crlf.text).section_id == crlf.section_id
 
 
 def test_expansion_without_git_uses_document_directory_as_root(

@@ -27,6 +27,7 @@ import pytest
 from dlm_git.base.resolve import ResolvedBase, resolve_base
 from dlm_git.base.tiny import ensure_tiny_base
 from dlm_git.cache.entry import CorruptEntry, decode_entry, encode_entry
+from dlm_git.cache.pack import decode_pack, encode_pack
 from dlm_git.cache.store import (
     INDEX_NAME,
     PACK_PREFIX,
@@ -37,7 +38,7 @@ from dlm_git.cache.store import (
 )
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.train.pipeline import TokenizeResult, tokenize_document
-from dlm_git.train.tokenize import Sequence, row_leaf_hash, row_payload
+from dlm_git.train.stream import RowTokens, Sequence, TokenStream, row_leaf_hash, row_payload
 
 DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
 N_FILES = 30
@@ -233,26 +234,56 @@ def test_key_changes_with_each_component_and_nothing_else() -> None:
     assert base not in variants and len(variants) == 3
 
 
+def payload_of(sequences: list[Sequence]) -> bytes:
+    """The canonical row payload, built straight from the sequences (int32 ids + labels)."""
+    ids = [int(t) for s in sequences for t in s.input_ids]
+    labels = [int(t) for s in sequences for t in s.labels]
+    return (
+        len(sequences).to_bytes(4, "little")
+        + b"".join(len(s.input_ids).to_bytes(4, "little") for s in sequences)
+        + b"".join(t.to_bytes(4, "little", signed=True) for t in ids + labels)
+    )
+
+
 def test_entry_roundtrip_and_leaf() -> None:
     rows = seqs("r1", [5, 6, 7, 8], [9, 10], masked=1)
+    tokens = RowTokens.from_sequences("r1", rows)
+    assert tokens.leaf == row_leaf_hash("r1", payload_of(rows))
+    assert row_payload(tokens.lengths, tokens.ids, TokenStream.from_rows([tokens]).labels) == (
+        payload_of(rows)
+    )
     key = entry_key("r1", TOK, 4)
-    data, leaf = encode_entry(key, "r1", rows)
-    assert leaf == row_leaf_hash("r1", row_payload(rows)) == data[-32:]
-    got, got_leaf = decode_entry(data, key, "r1")
-    assert got_leaf == leaf
-    assert [s.row_id for s in got] == ["r1", "r1"]
-    for a, b in zip(got, rows, strict=True):
+    data = encode_entry(key, tokens)
+    got = decode_entry(data, key, "r1")
+    assert got.leaf == tokens.leaf and got.ids.dtype == np.dtype("<u2")  # small ids: 2 bytes
+    back = got.sequences()
+    assert [s.row_id for s in back] == ["r1", "r1"]
+    for a, b in zip(back, rows, strict=True):
+        assert a.input_ids.dtype == a.labels.dtype == np.int32
         np.testing.assert_array_equal(a.input_ids, b.input_ids)
         np.testing.assert_array_equal(a.labels, b.labels)
     # a row with no sequences (a one-token row) is a valid entry too
-    empty, _ = encode_entry(key, "r1", [])
-    assert decode_entry(empty, key, "r1")[0] == []
+    empty = RowTokens.from_sequences("r1", [])
+    assert decode_entry(encode_entry(key, empty), key, "r1").sequences() == []
+    # ids beyond uint16 are stored as int32 and come back exactly
+    wide = seqs("r1", [70_000, 5, 2**31 - 1], masked=2)
+    got = decode_entry(encode_entry(key, RowTokens.from_sequences("r1", wide)), key, "r1")
+    assert got.ids.dtype == np.dtype("<i4")
+    np.testing.assert_array_equal(got.sequences()[0].labels, wide[0].labels)
+
+
+def test_only_masked_prefix_labels_are_cacheable() -> None:
+    ids = np.asarray([1, 2, 3, 4], dtype=np.int32)
+    for labels in ([1, -100, 3, 4], [1, 2, 3, 5], [-100, -100, 9, 4]):
+        bad = Sequence("r1", ids, np.asarray(labels, dtype=np.int32))
+        with pytest.raises(ValueError, match="masked prefix"):
+            RowTokens.from_sequences("r1", [bad])
 
 
 def test_every_truncation_flip_and_extension_is_detected() -> None:
     rows = seqs("r1", [1, 2, 3], [4, 5], masked=2)
     key = entry_key("r1", TOK, 3)
-    data, _ = encode_entry(key, "r1", rows)
+    data = encode_entry(key, RowTokens.from_sequences("r1", rows))
     for n in range(len(data)):
         with pytest.raises(CorruptEntry):
             decode_entry(data[:n], key, "r1")
@@ -269,15 +300,39 @@ def test_every_truncation_flip_and_extension_is_detected() -> None:
         decode_entry(data, key, "r2")
 
 
+def test_every_pack_truncation_flip_and_extension_is_detected() -> None:
+    rows = [
+        (entry_key(r, TOK, 3), RowTokens.from_sequences(r, seqs(r, [1, 2, 3], [4, 5], masked=m)))
+        for r, m in (("r1", 0), ("r2", 2))
+    ]
+    data = encode_pack(rows)
+    pack = decode_pack(data)
+    assert pack.keys == [k for k, _ in rows] and pack.leaves == [t.leaf for _, t in rows]
+    stream = pack.stream(["r1", "r2"])
+    for got, want in zip(stream, [*rows[0][1].sequences(), *rows[1][1].sequences()], strict=True):
+        np.testing.assert_array_equal(got.labels, want.labels)
+    for n in range(len(data)):
+        with pytest.raises(CorruptEntry):
+            decode_pack(data[:n])
+    for i in range(len(data)):
+        flipped = bytearray(data)
+        flipped[i] ^= 0x01
+        with pytest.raises(CorruptEntry):
+            decode_pack(bytes(flipped))
+    with pytest.raises(CorruptEntry):
+        decode_pack(data + b"\x00")
+
+
 def test_store_get_put_and_misplaced_entry(tmp_path: Path) -> None:
     cache = TokenCache(tmp_path / "c")
     k1, k2 = entry_key("r1", TOK, 8), entry_key("r2", TOK, 8)
     assert cache.get(k1, "r1") is None and cache.corrupt == 0  # absent: a plain miss
-    data, leaf = encode_entry(k1, "r1", seqs("r1", [1, 2, 3]))
+    tokens = RowTokens.from_sequences("r1", seqs("r1", [1, 2, 3]))
+    data = encode_entry(k1, tokens)
     assert cache.put(k1, data) == len(data)
     assert cache.path_of(k1) == tmp_path / "c" / "entries" / k1[:2] / f"{k1}.tok"
     found = cache.get(k1, "r1")
-    assert found is not None and found[1] == leaf
+    assert found is not None and found.leaf == tokens.leaf
     target = cache.path_of(k2)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(cache.path_of(k1).read_bytes())  # k1's entry under k2's name
@@ -478,37 +533,33 @@ def test_corrupt_entry_files_are_misses_and_rewritten(git_repo: Path) -> None:
             pack.unlink()
 
 
-def _pack_slices(pack: Path) -> dict[str, tuple[int, int]]:
-    from dlm_git.cache.pack import read_index
-
-    index = read_index(pack.read_bytes())
-    assert index, "the pack should be well formed"
-    return index
-
-
-def test_corrupt_pack_entries_fall_back_and_the_pack_is_rewritten(git_repo: Path) -> None:
+def test_corrupt_pack_falls_back_to_entry_files_and_is_rewritten(git_repo: Path) -> None:
+    """A pack that fails its checksum is one corrupt read: every row comes from its entry
+    file (or the tokenizer, where that is gone too) and the pack is rewritten."""
     doc_dir = make_doc(git_repo)
     uncached = tokenize(doc_dir, use_cache=False)
     tokenize(doc_dir)
     root = cache_dir(git_repo)
     keys = row_keys(doc_dir)
     (pack,) = pack_files(root).values()
-    where = _pack_slices(pack)
-    raw = bytearray(pack.read_bytes())
-    for name in ("corpus/f01.md", "corpus/f02.md"):
-        offset, length = where[keys[name]]
-        raw[offset + length // 2] ^= 0x01  # a flipped bit inside two packed entries
-    offset, length = where[keys["corpus/f03.md"]]
-    raw[offset : offset + length] = bytes(length)  # zeroed in place
+    good = pack.read_bytes()
+    for where in (20, len(good) // 2, len(good) - 40, len(good) - 1):  # head, ids, checksum
+        raw = bytearray(good)
+        raw[where] ^= 0x01
+        pack.write_bytes(bytes(raw))
+        result = tokenize(doc_dir)
+        assert hits_misses(result) == (ROWS, 0, 1)
+        assert_same_tokens(result, uncached)
+        assert pack.read_bytes() == good  # rewritten
+    # with the pack corrupt and one entry file gone, that row alone is tokenized again
+    raw = bytearray(good)
+    raw[len(good) // 2] ^= 0x01
     pack.write_bytes(bytes(raw))
-    # f03 is also gone from the entry files: that row has no good copy left
     entry_files(root)[keys["corpus/f03.md"]].unlink()
-
     result = tokenize(doc_dir)
-    # f01, f02: corrupt in the pack, good in their entry files (hits); f03: a miss
-    assert hits_misses(result) == (ROWS - 1, 1, 3)
+    assert hits_misses(result) == (ROWS - 1, 1, 1)
     assert_same_tokens(result, uncached)
-    again = tokenize(doc_dir)  # the pack was rewritten: nothing corrupt is left
+    again = tokenize(doc_dir)  # nothing corrupt is left
     assert hits_misses(again) == (ROWS, 0, 0)
     assert_same_tokens(again, uncached)
     assert_index_consistent(root)
@@ -521,7 +572,7 @@ def test_garbage_or_truncated_pack_is_never_fatal(git_repo: Path) -> None:
     root = cache_dir(git_repo)
     (pack,) = pack_files(root).values()
     data = pack.read_bytes()
-    for bad in (data[: len(data) // 3], b"DLMPACK1" + b"\xff" * 64, b"", b"garbage" * 99):
+    for bad in (data[: len(data) // 3], b"DLMPACK2" + b"\xff" * 64, b"", b"garbage" * 99):
         pack.write_bytes(bad)
         result = tokenize(doc_dir)
         assert hits_misses(result)[:2] == (ROWS, 0)  # every row from its entry file
