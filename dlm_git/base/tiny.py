@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git.fsutil import DIR_MODE, FILE_MODE, atomic_write_bytes, fsync_dir
-from dlm_git.hashing import canonical_json, canonical_json_sha256, sha256_bytes
+from dlm_git.hashing import canonical_json, sha256_bytes
 
 TINY_SPEC_VERSION = 1
 SPEC_FILE = "dlm_git_base.json"
@@ -84,8 +84,15 @@ def tiny_spec() -> dict[str, Any]:
     }
 
 
+@functools.cache
+def tiny_spec_json() -> bytes:
+    """`canonical_json(tiny_spec())`, once per process: the spec reads package metadata,
+    which does not change while a process runs."""
+    return canonical_json(tiny_spec())
+
+
 def tiny_spec_hash() -> str:
-    return canonical_json_sha256(tiny_spec())[:16]
+    return sha256_bytes(tiny_spec_json())[:16]
 
 
 def default_base_cache() -> Path:
@@ -109,7 +116,7 @@ def check_tiny_dir(directory: Path) -> None:
     hint = f"rebuild it: dlm-git base build --out {directory} (or `dvc repro base`)"
     if not spec_file.is_file():
         raise BaseNotAvailableError(str(directory), "no built tiny base here", hint)
-    if spec_file.read_bytes() != canonical_json(tiny_spec()):
+    if spec_file.read_bytes() != tiny_spec_json():
         raise BaseNotAvailableError(
             str(directory), "tiny base was built from another spec (library versions?)", hint
         )
@@ -137,7 +144,7 @@ def build_tiny_base(dest: Path) -> Path:
     try:
         _write_tokenizer(tmp)
         _write_model(tmp)
-        atomic_write_bytes(tmp / SPEC_FILE, canonical_json(tiny_spec()))
+        atomic_write_bytes(tmp / SPEC_FILE, tiny_spec_json())
         os.chmod(tmp, DIR_MODE)
         if dest.exists():
             shutil.rmtree(dest)

@@ -175,7 +175,9 @@ def _expand_one(
     strict: bool,
     outputs: set[str],
 ) -> tuple[list[SourceFile], list[SkippedFile]]:
-    line = key_line(doc.frontmatter_text, ("training", "sources", index, "path"))
+    def line() -> int | None:  # only for an error: finding it parses the YAML again
+        return key_line(doc.frontmatter_text, ("training", "sources", index, "path"))
+
     base = os.path.normpath(os.path.join(doc_dir, spec.path))
     base_rel = Path(os.path.relpath(base, doc_dir)).as_posix()
     resolved = os.path.realpath(base)
@@ -184,14 +186,14 @@ def _expand_one(
         raise SourcesError(
             doc.path,
             f"training.sources[{index}].path '{spec.path}' resolves outside the repository",
-            line=line,
+            line=line(),
             hint="keep sources inside the repository, or set training.sources_policy: permissive",
         )
     if not os.path.exists(resolved):
         raise SourcesError(
             doc.path,
             f"training.sources[{index}].path '{spec.path}' does not exist",
-            line=line,
+            line=line(),
             hint="fix the path (it is relative to the document's directory)",
         )
     candidates: list[tuple[str, str, bool, bool]] = []  # rel, full, is_symlink, is_regular
@@ -292,7 +294,9 @@ def _walk(
         entries = list(it)
     for entry in entries:
         rel = rel_dir + entry.name
-        if entry.is_dir(follow_symlinks=False):
+        if entry.is_file(follow_symlinks=False):  # the common case first: one check
+            found.append((rel, entry.path, False, True))
+        elif entry.is_dir(follow_symlinks=False):
             reason = _dir_reason(rel, entry.path, ignore, exclude, outputs)
             if reason is None:
                 found.extend(
