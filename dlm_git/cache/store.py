@@ -9,6 +9,9 @@ Invariants:
 - The SQLite index (`cache.sqlite`, WAL) records each entry's size and last access, so
   eviction and `cache show` never walk the directory tree. Index updates, eviction,
   prune and clear happen under one file lock, so concurrent processes cannot corrupt it.
+  It is written with `synchronous=OFF` (no fsync per run): the index only describes the
+  entry files, so an OS crash can at worst lose or damage it, and a damaged index is
+  replaced by an empty one whose entries are listed again as runs use them.
 - Bounded: after a run, least-recently-used entries are evicted until the cache fits
   `max_bytes`; entries used by that run are never evicted by it.
 - Cache failures are never fatal and never change results: a missing, truncated or
@@ -21,9 +24,10 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from dlm_git.cache.entry import CorruptEntry, decode_entry
 from dlm_git.cache.pack import Pack, decode_pack, encode_pack
@@ -31,6 +35,7 @@ from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import sha256_text
 from dlm_git.train.stream import RowTokens
 
+T = TypeVar("T")
 INDEX_NAME = "cache.sqlite"
 PACKS_DIR = "packs"
 PACK_PREFIX = "pack-"
@@ -182,6 +187,9 @@ class TokenCache:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[sqlite3.Connection]:
+        """One transaction on the index under the file lock. An index that turns out to be
+        damaged (not a database, a malformed page) is removed before the error propagates,
+        so the next transaction starts a new one (see `_in_index`)."""
         from filelock import FileLock
 
         self.root.mkdir(parents=True, exist_ok=True)
@@ -192,22 +200,43 @@ class TokenCache:
             except sqlite3.DatabaseError as exc:
                 if isinstance(exc, sqlite3.OperationalError):
                     raise
-                # Not a database (or a malformed one): start a new index. Entry files it
-                # listed become orphans, re-registered when used or swept by prune/clear.
-                for suffix in ("", "-wal", "-shm"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(f"{self.root / INDEX_NAME}{suffix}")
+                # Not a database: start a new index. Entry files it listed become orphans,
+                # listed again when used or swept by prune/clear.
+                self._remove_index()
                 conn = self._open_index()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if not isinstance(exc, sqlite3.OperationalError):
+                    conn.close()
+                    self._remove_index()
+                raise
             finally:
                 conn.close()
+
+    def _remove_index(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.root / INDEX_NAME}{suffix}")
+
+    def _in_index(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` in one `locked` transaction, run again once on a new index if the index
+        was damaged: a cache failure is never fatal."""
+        try:
+            with self.locked() as conn:
+                return work(conn)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+        with self.locked() as conn:
+            return work(conn)
 
     def _open_index(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
@@ -245,9 +274,11 @@ class TokenCache:
         now = time.time_ns()
         fresh = now - ACCESS_GRANULARITY_NS // 2
         written_keys = set(written)
-        keys = [k for k in dict.fromkeys(used) if k not in written_keys]
-        with self.locked() as conn:
+        used_keys = [k for k in dict.fromkeys(used) if k not in written_keys]
+
+        def work(conn: sqlite3.Connection) -> RunMetrics:
             stale = dict(written)
+            keys = used_keys
             if served_by is not None:
                 row = conn.execute(
                     "SELECT last_access_ns FROM entries WHERE key = ?", (served_by,)
@@ -308,7 +339,9 @@ class TokenCache:
                     run.evicted,
                 ),
             )
-        return run
+            return run
+
+        return self._in_index(work)
 
     def _evict(self, conn: sqlite3.Connection, max_bytes: int, protected: set[str]) -> int:
         total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
@@ -365,23 +398,22 @@ class TokenCache:
     def prune(self, older_than_seconds: float) -> tuple[int, int]:
         """Drop entries not used for `older_than_seconds`; sweep orphans. (entries, files)."""
         cutoff = time.time_ns() - int(older_than_seconds * 1e9)
-        with self.locked() as conn:
-            keys = [
-                k
-                for (k,) in conn.execute(
-                    "SELECT key FROM entries WHERE last_access_ns < ?", (cutoff,)
-                )
-            ]
+
+        def work(conn: sqlite3.Connection) -> tuple[int, int]:
+            query = "SELECT key FROM entries WHERE last_access_ns < ?"
+            keys = [k for (k,) in conn.execute(query, (cutoff,))]
             self._delete(conn, keys)
-            swept = self._sweep(conn, everything=False)
-        return len(keys), swept
+            return len(keys), self._sweep(conn, everything=False)
+
+        return self._in_index(work)
 
     def clear(self) -> tuple[int, int]:
-        with self.locked() as conn:
+        def work(conn: sqlite3.Connection) -> tuple[int, int]:
             keys = [k for (k,) in conn.execute("SELECT key FROM entries")]
             self._delete(conn, keys)
-            swept = self._sweep(conn, everything=True)
-        return len(keys), swept
+            return len(keys), self._sweep(conn, everything=True)
+
+        return self._in_index(work)
 
     def _sweep(self, conn: sqlite3.Connection, everything: bool) -> int:
         """Remove tmp files and files the index doesn't know (entries and packs): those past

@@ -630,6 +630,28 @@ def test_corrupt_index_is_rebuilt_not_fatal(git_repo: Path) -> None:
     assert last is not None and last.hits == ROWS
 
 
+def test_index_with_damaged_pages_is_replaced_not_fatal(git_repo: Path) -> None:
+    """The header is intact (so opening works) but the tables' pages are garbage: the run
+    still succeeds, on a new index that lists the entry files again."""
+    doc_dir = make_doc(git_repo)
+    tokenize(doc_dir)
+    root = cache_dir(git_repo)
+    for suffix in ("-wal", "-shm"):
+        (root / (INDEX_NAME + suffix)).unlink(missing_ok=True)
+    raw = bytearray((root / INDEX_NAME).read_bytes())
+    page = int.from_bytes(raw[16:18], "big")
+    assert len(raw) > 2 * page, "the index should have more than its first page"
+    raw[page:] = b"\xa5" * (len(raw) - page)  # every page after the schema's
+    (root / INDEX_NAME).write_bytes(bytes(raw))
+    result = tokenize(doc_dir)
+    assert hits_misses(result)[:2] == (ROWS, 0)
+    assert_same_tokens(result, tokenize(doc_dir, use_cache=False))
+    assert_index_consistent(root)
+    last = TokenCache(root).last_run(DLM_ID)
+    assert last is not None and last.hits == ROWS
+    assert TokenCache(root).prune(0) == (ROWS + 1, 0)  # prune works on the new index too
+
+
 # --- eviction, prune, clear, sweep -----------------------------------------------------------
 
 
