@@ -94,6 +94,11 @@ class Pack:
         return TokenStream(row_ids, self.counts.tolist(), self.lengths, self.masked, self.ids)
 
 
+def is_other_pack_version(data: bytes) -> bool:
+    """A pack in another version's format (its magic is DLMPACK<n> with another n)."""
+    return data[:7] == MAGIC[:7] and data[:8] != MAGIC
+
+
 def encode_pack(entries: list[tuple[str, RowTokens]]) -> bytes:
     rows = [r for _, r in entries]
     if rows:

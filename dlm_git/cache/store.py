@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from dlm_git.cache.entry import CorruptEntry, decode_entry
-from dlm_git.cache.pack import Pack, decode_pack, encode_pack
+from dlm_git.cache.pack import Pack, decode_pack, encode_pack, is_other_pack_version
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import sha256_text
 from dlm_git.train.stream import RowTokens
 
 T = TypeVar("T")
+KEY_VERSION = "dlm-git/token-cache/v3"
 INDEX_NAME = "cache.sqlite"
 PACKS_DIR = "packs"
 PACK_PREFIX = "pack-"
@@ -76,7 +77,9 @@ def _ignore_in_git(root: Path) -> None:
 
 
 def entry_key(row_id: str, tokenizer_sha256: str, sequence_len: int) -> str:
-    return sha256_text(f"dlm-git/token-cache/v1\n{row_id}\n{tokenizer_sha256}\n{sequence_len}")[:32]
+    """The entry's address. The version names the entry format (entry.py): entries of
+    another format have other keys, so they are never read as corrupt, only aged out."""
+    return sha256_text(f"{KEY_VERSION}\n{row_id}\n{tokenizer_sha256}\n{sequence_len}")[:32]
 
 
 def default_cache_dir(repo_root: Path) -> Path:
@@ -161,6 +164,8 @@ class TokenCache:
                 data = fh.read()
         except OSError:
             return None
+        if is_other_pack_version(data):
+            return None  # written by another dlm-git: not corrupt, just rewritten
         try:
             return decode_pack(data)
         except CorruptEntry:
