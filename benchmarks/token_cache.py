@@ -8,12 +8,13 @@ process times:
   floor  walk the corpus, read every file and sha256 it (nothing else)
 Imports (torch, transformers) and the tiny base build are done before any timing, and
 the objects they create are frozen out of the garbage collector's way. Each of --repeat
-rounds empties the cache, times one cold run, then --warm warm runs, each followed by a
-floor. Prints the best of each (and the medians: this machine is noisy), the cold/warm
-ratio (target >= 20x) and warm/floor (target <= 2x). A `--no-cache` run first gives the
-token stream root every cached run must reproduce. Not a test: it always exits 0.
+rounds empties the cache, times one cold run, syncs (so its writeback does not land on
+the warm runs), then --warm warm runs, each followed by a floor. Prints the best of each
+(and the medians: this machine is noisy), the cold/warm ratio (target >= 20x) and
+warm/floor (target <= 2x). A `--no-cache` run first gives the token stream root every
+cached run must reproduce. Not a test: it always exits 0.
 
-Run: .venv/bin/python benchmarks/token_cache.py [--files N] [--repeat R]
+Run: .venv/bin/python benchmarks/token_cache.py [--files N] [--repeat R] [--warm W]
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ def main() -> None:
             colds.append(t)
             roots.add(root)
             assert stats is not None and stats["hits"] == 0
+            os.sync()  # the cold run's writeback is not the warm runs' cost
             for _ in range(args.warm):
                 t, stats, root = tokenize_once(doc_dir, use_cache=True)
                 warms.append(t)
