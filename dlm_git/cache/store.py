@@ -141,16 +141,7 @@ class TokenCache:
 
     def get(self, key: str, row_id: str) -> RowTokens | None:
         """The row's tokens from its entry file; None on a miss (absent or corrupt)."""
-        try:
-            with open(self._path(key), "rb", buffering=0) as fh:
-                data = fh.read()
-        except OSError:
-            return None
-        try:
-            return decode_entry(data, key, row_id)
-        except CorruptEntry:
-            self.corrupt += 1
-            return None
+        return self._load(self._path(key), lambda data: decode_entry(data, key, row_id))
 
     # --- per-document packs (see pack.py) ------------------------------------------------
 
@@ -158,16 +149,23 @@ class TokenCache:
         return self.root / PACKS_DIR / f"{dlm_id}.pack"
 
     def read_pack(self, dlm_id: str) -> Pack | None:
-        """The document's pack; None if there is none or it is corrupt (counted)."""
+        """The document's pack; None if there is none, it is corrupt (counted), or it is
+        another version's (written by another dlm-git: not corrupt, just rewritten)."""
+
+        def decode(data: bytes) -> Pack | None:
+            return None if is_other_pack_version(data) else decode_pack(data)
+
+        return self._load(self.pack_path(dlm_id), decode)
+
+    def _load(self, path: str | Path, decode: Callable[[bytes], T | None]) -> T | None:
+        """`decode` of the file's bytes; None if it cannot be read or is corrupt (counted)."""
         try:
-            with open(self.pack_path(dlm_id), "rb", buffering=0) as fh:
+            with open(path, "rb", buffering=0) as fh:
                 data = fh.read()
         except OSError:
             return None
-        if is_other_pack_version(data):
-            return None  # written by another dlm-git: not corrupt, just rewritten
         try:
-            return decode_pack(data)
+            return decode(data)
         except CorruptEntry:
             self.corrupt += 1
             return None
