@@ -1,7 +1,9 @@
 """Shared fixtures: a throwaway git repository, a `.dlm` writer, and a hermetic environment.
 
 Every test session gets its own base-model cache (`DLM_GIT_BASE_CACHE`) so nothing is ever
-written to `~/.cache`, DVC analytics are off, and Hugging Face libraries stay offline.
+written to `~/.cache`, a `DLM_GIT_CACHE_DIR` override is removed (token caches live in each
+test's repository unless a test sets one), DVC analytics are off, and Hugging Face
+libraries stay offline.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.setenv("DLM_GIT_BASE_CACHE", str(tmp_path_factory.mktemp("base-cache")))
+        mp.delenv("DLM_GIT_CACHE_DIR", raising=False)  # token caches stay in each test repo
         yield
 
 

@@ -54,11 +54,6 @@ FAST = """\
 """
 
 
-@pytest.fixture(autouse=True)
-def _default_cache_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DLM_GIT_CACHE_DIR", raising=False)
-
-
 def file_text(i: int, version: int = 0) -> str:
     rng, vocab = random.Random(i * 1000 + version), VOCAB.split()
     words = " ".join(rng.choice(vocab) for _ in range(rng.randint(25, 60)))

@@ -4,7 +4,7 @@ concurrent writers and layout.
 Documents here pull a directory of small generated text files in through
 `training.sources`, so there are many cheap rows; tokenizing them with the tiny base takes
 a fraction of a second. The cache lives in `<repo>/.dlm-git/token-cache` (the
-`DLM_GIT_CACHE_DIR` override is removed for every test unless a test sets it).
+`DLM_GIT_CACHE_DIR` override is removed by tests/conftest.py unless a test sets it).
 """
 
 from __future__ import annotations
@@ -63,11 +63,6 @@ TOK = "0123456789abcdef0123456789abcdef"  # a stand-in tokenizer sha for key tes
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _default_cache_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DLM_GIT_CACHE_DIR", raising=False)
 
 
 def file_text(i: int, version: int = 0) -> str:
