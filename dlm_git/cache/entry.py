@@ -1,6 +1,6 @@
 """On-disk format of one cache entry: the tokens of one row.
 
-    magic      8 bytes  b"DLMTOKC3"
+    magic      8 bytes  b"DLMTOKC4"
     key       32 bytes  the entry key (hex ASCII), so a misplaced file is a miss
     row_id    u16le length + ASCII, so an entry is never served for another row
     leaf      32 bytes  the row's token-stream leaf hash (dlm_git.train.stream)
@@ -8,9 +8,9 @@
     width     u32le     bytes per stored token id: 2 (all ids < 65536) or 4
     table     count x (u32le length, u32le masked prefix length)
     ids       sum(lengths) ids, uint16le or int32le
-    checksum  32 bytes  sha256 of everything above
+    checksum  32 bytes  BLAKE3 of everything above
 
-Chosen for load speed and size: one `read()`, one sha256, `numpy.frombuffer` views; no
+Chosen for load speed and size: one `read()`, one BLAKE3 checksum, `numpy.frombuffer` views; no
 pickle, no JSON, no per-token Python objects. Labels are not stored (they are the ids with
 a masked prefix) and ids of small vocabularies take two bytes, so an entry is a quarter of
 the int32 ids+labels it stands for. The leaf is kept, not recomputed: the checksum covers
@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from dlm_git.hashing import sha256_digest
+from dlm_git.hashing import checksum_digest, sha256_text
 from dlm_git.train.stream import RowTokens
 
-MAGIC = b"DLMTOKC3"
+KEY_VERSION = "dlm-git/token-cache/v4"
+MAGIC = b"DLMTOKC4"
 KEY_LEN = 32
 LEAF_LEN = 32
 CHECKSUM_LEN = 32
@@ -39,6 +40,12 @@ ID_DTYPES: dict[int, np.dtype[Any]] = {2: np.dtype("<u2"), 4: np.dtype("<i4")}
 
 class CorruptEntry(Exception):
     """The bytes do not decode; the caller treats it as a miss."""
+
+
+def entry_key(row_id: str, tokenizer_sha256: str, sequence_len: int) -> str:
+    """The entry's address. The version names the entry format: entries of another
+    format have other keys, so they are never read as corrupt, only aged out."""
+    return sha256_text(f"{KEY_VERSION}\n{row_id}\n{tokenizer_sha256}\n{sequence_len}")[:32]
 
 
 def id_width(ids: np.ndarray) -> int:
@@ -62,7 +69,7 @@ def verify_checksum(data: bytes) -> memoryview:
         raise CorruptEntry("truncated")
     view = memoryview(data)
     body = view[:-CHECKSUM_LEN]
-    if sha256_digest(body) != data[-CHECKSUM_LEN:]:
+    if checksum_digest(body) != data[-CHECKSUM_LEN:]:
         raise CorruptEntry("checksum mismatch")
     return body
 
@@ -82,7 +89,7 @@ def encode_entry(key: str, row: RowTokens) -> bytes:
             encode_ids(row.ids, width),
         ]
     )
-    return body + sha256_digest(body)
+    return body + checksum_digest(body)
 
 
 def decode_entry(data: bytes, key: str, row_id: str) -> RowTokens:

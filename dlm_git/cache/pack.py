@@ -1,26 +1,31 @@
 """Per-document packs: the last run's rows of one document in a single checksummed file.
 
-A warm run of a document reads its pack (one open, one read, one sha256) instead of one
-entry file per row; when the pack holds exactly the run's rows in order, the token stream
-is built from the pack's arrays as they are, with no per-row work, and the token stream
-root is the one the pack keeps. The pack is only an accelerator: it holds the same rows
-as the entry files, is rewritten atomically when a run's rows differ from it, and is
-accounted for and evicted like an entry (index key `pack-<dlm_id>`). A pack that fails
-its checksum is unused as a whole (its rows come from their entry files) and rewritten.
+A warm run of a document reads its pack (one open, one read, one checksum) instead of one
+entry file per row. The pack records what its rows were tokenized for (tokenizer sha256,
+`sequence_len`) and the row ids in order, so a run whose rows are exactly those is
+recognised by comparing row ids, without computing a key per row, and its token stream
+is built from the pack's arrays as they are, with no per-row work; the token stream root
+is the one the pack keeps. The pack is only an accelerator: it holds the same rows as the
+entry files, is rewritten atomically when a run's rows differ from it, and is accounted
+for and evicted like an entry (index key `pack-<dlm_id>`). A pack that fails its
+checksum is unused as a whole (its rows come from their entry files) and rewritten.
 
-    magic     8 bytes  b"DLMPACK2"
-    rows      u32le    rows (distinct keys, in the run's order)
+    magic     8 bytes  b"DLMPACK3"
+    rows      u32le    rows (distinct row ids, in the run's order)
     seqs      u32le    sequences over all rows
     width     u32le    bytes per stored token id: 2 or 4 (as in entry.py)
-    zero      u32le
+    seq_len   u32le    the sequence_len the rows were tokenized for
     tokens    u64le    token ids over all rows
+    ids_len   u64le    bytes of the row id list
+    tokenizer 32 bytes the tokenizer_sha256 the rows were tokenized with
     root      32 bytes the token stream root of these rows in this order
-    keys      rows x 32 bytes (hex ASCII)
+    keys      rows x 32 bytes (hex ASCII; entry_key of each row id, tokenizer, seq_len)
     leaves    rows x 32 bytes (each row's token-stream leaf hash)
     counts    rows x u32le (sequences per row)
     table     seqs x (u32le length, u32le masked prefix length)
     ids       tokens ids, uint16le or int32le
-    checksum  32 bytes  sha256 of everything above
+    row ids   ids_len bytes: the row ids, ASCII, each followed by a newline
+    checksum  32 bytes  BLAKE3 of everything above (as in entry.py)
 """
 
 from __future__ import annotations
@@ -40,19 +45,24 @@ from dlm_git.cache.entry import (
     CorruptEntry,
     encode_ids,
     encode_table,
+    entry_key,
     id_width,
     verify_checksum,
 )
-from dlm_git.hashing import sha256_digest
+from dlm_git.hashing import checksum_digest
 from dlm_git.train.stream import RowTokens, TokenStream, token_stream_root
 
-MAGIC = b"DLMPACK2"
-_HEAD = struct.Struct("<IIIIQ")
+MAGIC = b"DLMPACK3"
+_HEAD = struct.Struct("<IIIIQQ")
+TOKENIZER_LEN = 32
 ROOT_LEN = 32
 
 
 @dataclass(frozen=True)
 class Pack:
+    tokenizer_sha256: str
+    sequence_len: int
+    row_ids: list[str]
     keys: list[str]
     leaves: list[bytes]
     counts: np.ndarray
@@ -63,6 +73,14 @@ class Pack:
     """Token stream root of the rows in pack order (the checksum covers it)."""
     size: int
     """Bytes of the pack file."""
+
+    def holds(self, tokenizer_sha256: str, sequence_len: int, row_ids: list[str]) -> bool:
+        """Whether these are exactly the pack's rows, in order, tokenized the same way."""
+        return (
+            self.row_ids == row_ids
+            and self.sequence_len == sequence_len
+            and self.tokenizer_sha256 == tokenizer_sha256
+        )
 
     @functools.cached_property
     def position(self) -> dict[str, int]:
@@ -89,9 +107,9 @@ class Pack:
             self.leaves[index],
         )
 
-    def stream(self, row_ids: list[str]) -> TokenStream:
-        """The whole pack as a token stream; `row_ids` are the ids behind `keys`, in order."""
-        return TokenStream(row_ids, self.counts.tolist(), self.lengths, self.masked, self.ids)
+    def stream(self) -> TokenStream:
+        """The whole pack as a token stream (views into the pack)."""
+        return TokenStream(self.row_ids, self.counts.tolist(), self.lengths, self.masked, self.ids)
 
 
 def is_other_pack_version(data: bytes) -> bool:
@@ -99,8 +117,9 @@ def is_other_pack_version(data: bytes) -> bool:
     return data[:7] == MAGIC[:7] and data[:8] != MAGIC
 
 
-def encode_pack(entries: list[tuple[str, RowTokens]]) -> bytes:
-    rows = [r for _, r in entries]
+def encode_pack(tokenizer_sha256: str, sequence_len: int, rows: list[RowTokens]) -> bytes:
+    """The pack of `rows` (distinct row ids, in run order), tokenized with this tokenizer
+    for this `sequence_len`."""
     if rows:
         lengths = np.concatenate([r.lengths for r in rows])
         masked = np.concatenate([r.masked for r in rows])
@@ -109,34 +128,43 @@ def encode_pack(entries: list[tuple[str, RowTokens]]) -> bytes:
         lengths = masked = np.zeros(0, dtype=np.uint32)
         ids = np.zeros(0, dtype=np.int32)
     width = id_width(ids)
+    tokenizer = bytes.fromhex(tokenizer_sha256)
+    if len(tokenizer) != TOKENIZER_LEN:
+        raise ValueError(f"tokenizer_sha256 must be a sha256 hex digest, got {tokenizer_sha256!r}")
+    row_ids = "".join(f"{r.row_id}\n" for r in rows).encode("ascii")
+    head = (len(rows), len(lengths), width, sequence_len, len(ids), len(row_ids))
     body = b"".join(
         [
             MAGIC,
-            _HEAD.pack(len(rows), len(lengths), width, 0, len(ids)),
+            _HEAD.pack(*head),
+            tokenizer,
             bytes.fromhex(token_stream_root([r.leaf for r in rows])),
-            *(key.encode("ascii") for key, _ in entries),
+            *(entry_key(r.row_id, tokenizer_sha256, sequence_len).encode("ascii") for r in rows),
             *(r.leaf for r in rows),
             np.asarray([len(r.lengths) for r in rows], dtype="<u4").tobytes(),
             encode_table(lengths, masked),
             encode_ids(ids, width),
+            row_ids,
         ]
     )
-    return body + sha256_digest(body)
+    return body + checksum_digest(body)
 
 
 def decode_pack(data: bytes) -> Pack:
     """The pack's rows (arrays are views into `data`); CorruptEntry if anything is off."""
-    head = len(MAGIC) + _HEAD.size + ROOT_LEN
+    head = len(MAGIC) + _HEAD.size + TOKENIZER_LEN + ROOT_LEN
     if len(data) < head + CHECKSUM_LEN or not data.startswith(MAGIC):
         raise CorruptEntry("bad magic or truncated")
-    n_rows, n_seqs, width, zero, n_tokens = _HEAD.unpack_from(data, len(MAGIC))
-    if width not in ID_DTYPES or zero != 0:
+    n_rows, n_seqs, width, seq_len, n_tokens, ids_len = _HEAD.unpack_from(data, len(MAGIC))
+    if width not in ID_DTYPES:
         raise CorruptEntry("bad header")
     sizes = [n_rows * KEY_LEN, n_rows * LEAF_LEN, n_rows * 4, n_seqs * TABLE_DTYPE.itemsize]
-    if head + sum(sizes) + n_tokens * width + CHECKSUM_LEN != len(data):
+    if head + sum(sizes) + n_tokens * width + ids_len + CHECKSUM_LEN != len(data):
         raise CorruptEntry("length mismatch")
     verify_checksum(data)
-    root = data[head - ROOT_LEN : head].hex()
+    at = len(MAGIC) + _HEAD.size
+    tokenizer = data[at : at + TOKENIZER_LEN].hex()
+    root = data[at + TOKENIZER_LEN : head].hex()
     at = head
     keys_blob = data[at : at + sizes[0]].decode("ascii", "replace")
     keys = [keys_blob[i : i + KEY_LEN] for i in range(0, len(keys_blob), KEY_LEN)]
@@ -148,11 +176,17 @@ def decode_pack(data: bytes) -> Pack:
     table = np.frombuffer(data, dtype=TABLE_DTYPE, count=n_seqs, offset=at)
     at += sizes[3]
     ids = np.frombuffer(data, dtype=ID_DTYPES[width], count=n_tokens, offset=at)
+    at += n_tokens * width
+    row_ids = data[at : at + ids_len].decode("ascii", "replace").split("\n")
     lengths, masked = table["length"], table["masked"]
     if (
-        int(counts.sum(dtype=np.int64)) != n_seqs
+        row_ids.pop() != ""
+        or len(row_ids) != n_rows
+        or int(counts.sum(dtype=np.int64)) != n_seqs
         or int(lengths.sum(dtype=np.int64)) != n_tokens
         or bool((masked > lengths).any())
     ):
         raise CorruptEntry("tables disagree")
-    return Pack(keys, leaves, counts, lengths, masked, ids, root, len(data))
+    return Pack(
+        tokenizer, seq_len, row_ids, keys, leaves, counts, lengths, masked, ids, root, len(data)
+    )

@@ -6,7 +6,7 @@ Invariants:
 - Entry files live in `entries/<first two hex chars>/<key>.tok` (256 shards: 50K entries
   are ~200 per directory). They are written with a unique tmp name, fsync and
   `os.replace`, so readers never see a partial entry; a reader needs no lock.
-- The SQLite index (`cache.sqlite`, WAL) records each entry's size and last access, so
+- The SQLite index (`cache.sqlite`) records each entry's size and last access, so
   eviction and `cache show` never walk the directory tree. Index updates, eviction,
   prune and clear happen under one file lock, so concurrent processes cannot corrupt it.
   It is written with `synchronous=OFF` (no fsync per run): the index only describes the
@@ -32,11 +32,9 @@ from typing import TypeVar
 from dlm_git.cache.entry import CorruptEntry, decode_entry
 from dlm_git.cache.pack import Pack, decode_pack, encode_pack, is_other_pack_version
 from dlm_git.fsutil import atomic_write_bytes
-from dlm_git.hashing import sha256_text
 from dlm_git.train.stream import RowTokens
 
 T = TypeVar("T")
-KEY_VERSION = "dlm-git/token-cache/v3"
 INDEX_NAME = "cache.sqlite"
 PACKS_DIR = "packs"
 PACK_PREFIX = "pack-"
@@ -68,18 +66,20 @@ CREATE TABLE IF NOT EXISTS runs (
 """
 
 
+def _configure(conn: sqlite3.Connection) -> None:
+    """Every connection that writes the index: a rollback journal truncated after each
+    transaction (a WAL index costs a checkpoint and two files' creation and removal on
+    every close, and a warm run is one short transaction), no fsync (see above)."""
+    conn.execute("PRAGMA journal_mode=TRUNCATE")
+    conn.execute("PRAGMA synchronous=OFF")
+
+
 def _ignore_in_git(root: Path) -> None:
     """Keep the cache out of `git status` even in a repo whose .gitignore doesn't list it."""
     marker = root / ".gitignore"
     if not marker.exists():
         with contextlib.suppress(OSError):
             marker.write_text("# dlm-git token cache: machine-local, never committed\n*\n")
-
-
-def entry_key(row_id: str, tokenizer_sha256: str, sequence_len: int) -> str:
-    """The entry's address. The version names the entry format (entry.py): entries of
-    another format have other keys, so they are never read as corrupt, only aged out."""
-    return sha256_text(f"{KEY_VERSION}\n{row_id}\n{tokenizer_sha256}\n{sequence_len}")[:32]
 
 
 def default_cache_dir(repo_root: Path) -> Path:
@@ -170,8 +170,11 @@ class TokenCache:
             self.corrupt += 1
             return None
 
-    def write_pack(self, dlm_id: str, entries: list[tuple[str, RowTokens]]) -> int:
-        data = encode_pack(entries)
+    def write_pack(
+        self, dlm_id: str, tokenizer_sha256: str, sequence_len: int, rows: list[RowTokens]
+    ) -> int:
+        """Write the document's pack atomically; returns its size (0 if the write failed)."""
+        data = encode_pack(tokenizer_sha256, sequence_len, rows)
         try:
             atomic_write_bytes(self.pack_path(dlm_id), data)
         except OSError:
@@ -225,7 +228,7 @@ class TokenCache:
                 conn.close()
 
     def _remove_index(self) -> None:
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", "-journal", "-wal", "-shm"):  # -wal, -shm: an index of an older version
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.root / INDEX_NAME}{suffix}")
 
@@ -244,8 +247,7 @@ class TokenCache:
     def _open_index(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=OFF")
+            _configure(conn)
             conn.executescript(SCHEMA)
         except BaseException:
             conn.close()
@@ -276,18 +278,18 @@ class TokenCache:
         """
         now = time.time_ns()
         fresh = now - ACCESS_GRANULARITY_NS // 2
+        if served_by is not None and not written:
+            logged = self._record_served_run(served_by, fresh, max_bytes, metrics, now)
+            if logged is not None:
+                return logged
         written_keys = set(written)
         used_keys = [k for k in dict.fromkeys(used) if k not in written_keys]
 
         def work(conn: sqlite3.Connection) -> RunMetrics:
             stale = dict(written)
             keys = used_keys
-            if served_by is not None:
-                row = conn.execute(
-                    "SELECT last_access_ns FROM entries WHERE key = ?", (served_by,)
-                ).fetchone()
-                if row is not None and row[0] >= fresh:
-                    keys = []
+            if served_by is not None and self._is_fresh(conn, served_by, fresh):
+                keys = []
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
                 marks = ",".join("?" * len(chunk))
@@ -315,39 +317,92 @@ class TokenCache:
                 [(k, size, now) for k, size in stale.items() if size > 0],
             )
             evicted = self._evict(conn, max_bytes, protected=set(used) | written_keys)
-            total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
-            run = RunMetrics(
-                dlm_id=str(metrics["dlm_id"]),
-                total_rows=int(metrics["total_rows"]),  # type: ignore[call-overload]
-                hits=int(metrics["hits"]),  # type: ignore[call-overload]
-                misses=int(metrics["misses"]),  # type: ignore[call-overload]
-                corrupt=self.corrupt,
-                tokenize_seconds=float(metrics["tokenize_seconds"]),  # type: ignore[arg-type]
-                cache_bytes=int(total),
-                evicted=evicted,
-                finished_ns=now,
-            )
-            conn.execute(
-                "INSERT INTO runs(dlm_id, finished_ns, total_rows, hits, misses, corrupt, "
-                "tokenize_seconds, cache_bytes, evicted) VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    run.dlm_id,
-                    run.finished_ns,
-                    run.total_rows,
-                    run.hits,
-                    run.misses,
-                    run.corrupt,
-                    run.tokenize_seconds,
-                    run.cache_bytes,
-                    run.evicted,
-                ),
-            )
-            return run
+            return self._log_run(conn, metrics, now, self._total(conn), evicted)
 
         return self._in_index(work)
 
+    def _record_served_run(
+        self,
+        served_by: str,
+        fresh: int,
+        max_bytes: int,
+        metrics: dict[str, object],
+        now: int,
+    ) -> RunMetrics | None:
+        """Log a run served by a fresh pack that wrote nothing, in one SQLite transaction
+        without the file lock: such a run has no index row or file to change and nothing to
+        evict, and SQLite serializes the transaction with every other writer. None (and
+        nothing written) if the run needs more: the pack is stale, the cache is over
+        `max_bytes`, or the index is missing or unusable."""
+        if not (self.root / INDEX_NAME).is_file():
+            return None
+        try:
+            conn = sqlite3.connect(self.root / INDEX_NAME, timeout=60, isolation_level=None)
+        except sqlite3.Error:
+            return None
+        try:
+            _configure(conn)
+            conn.execute("BEGIN IMMEDIATE")
+            total = self._total(conn)
+            if total <= max_bytes and self._is_fresh(conn, served_by, fresh):
+                run = self._log_run(conn, metrics, now, total, evicted=0)
+                conn.execute("COMMIT")
+                return run
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            return None
+        finally:
+            conn.close()
+        return None
+
+    @staticmethod
+    def _is_fresh(conn: sqlite3.Connection, key: str, fresh: int) -> bool:
+        query = "SELECT last_access_ns FROM entries WHERE key = ?"
+        row = conn.execute(query, (key,)).fetchone()
+        return row is not None and row[0] >= fresh
+
+    @staticmethod
+    def _total(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0])
+
+    def _log_run(
+        self,
+        conn: sqlite3.Connection,
+        metrics: dict[str, object],
+        now: int,
+        cache_bytes: int,
+        evicted: int,
+    ) -> RunMetrics:
+        run = RunMetrics(
+            dlm_id=str(metrics["dlm_id"]),
+            total_rows=int(metrics["total_rows"]),  # type: ignore[call-overload]
+            hits=int(metrics["hits"]),  # type: ignore[call-overload]
+            misses=int(metrics["misses"]),  # type: ignore[call-overload]
+            corrupt=self.corrupt,
+            tokenize_seconds=float(metrics["tokenize_seconds"]),  # type: ignore[arg-type]
+            cache_bytes=cache_bytes,
+            evicted=evicted,
+            finished_ns=now,
+        )
+        conn.execute(
+            "INSERT INTO runs(dlm_id, finished_ns, total_rows, hits, misses, corrupt, "
+            "tokenize_seconds, cache_bytes, evicted) VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                run.dlm_id,
+                run.finished_ns,
+                run.total_rows,
+                run.hits,
+                run.misses,
+                run.corrupt,
+                run.tokenize_seconds,
+                run.cache_bytes,
+                run.evicted,
+            ),
+        )
+        return run
+
     def _evict(self, conn: sqlite3.Connection, max_bytes: int, protected: set[str]) -> int:
-        total = conn.execute("SELECT COALESCE(SUM(size), 0) FROM entries").fetchone()[0]
+        total = self._total(conn)
         if total <= max_bytes:
             return 0
         victims = []

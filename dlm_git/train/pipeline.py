@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlm_git.base.resolve import ResolvedBase
-from dlm_git.cache.entry import encode_entry
-from dlm_git.cache.store import PACK_PREFIX, TokenCache, default_cache_dir, entry_key
+from dlm_git.cache.entry import encode_entry, entry_key
+from dlm_git.cache.store import PACK_PREFIX, TokenCache, default_cache_dir
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.manifest.records import sources_record
 from dlm_git.train.rows import Row, build_rows
@@ -119,16 +119,16 @@ def _through_cache(
     """The token stream and its root: each row from the pack, else from its entry file,
     else from the tokenizer (then cached)."""
     tok_sha, seq_len = resolved.tokenizer_sha256, tokenizer.sequence_len
-    keys = [entry_key(row.row_id, tok_sha, seq_len) for row in rows]
-    distinct = list(dict.fromkeys(keys))  # a repeated row is packed once
     pack_key = f"{PACK_PREFIX}{dlm_id}"
     pack = cache.read_pack(dlm_id)
     run = _CacheRun()
-    if pack is not None and pack.keys == keys:  # the common warm run: the pack as it is
-        run.used.update(keys)
+    if pack is not None and pack.holds(tok_sha, seq_len, [row.row_id for row in rows]):
+        # the common warm run: the pack as it is
+        run.used.update(pack.keys)
         run.used.add(pack_key)
         run.hits, run.served_by = len(rows), pack_key
-        return pack.stream([row.row_id for row in rows]), pack.root, run
+        return pack.stream(), pack.root, run
+    keys = [entry_key(row.row_id, tok_sha, seq_len) for row in rows]
     found: list[RowTokens] = []
     for row, key in zip(rows, keys, strict=True):
         where = pack.position.get(key) if pack is not None else None
@@ -143,11 +143,13 @@ def _through_cache(
             run.misses += 1
             run.written[key] = cache.put(key, encode_entry(key, tokens))
         found.append(tokens)
+    distinct = list(dict.fromkeys(keys))  # a repeated row is packed once
     if pack is not None and pack.keys == distinct:
         run.used.add(pack_key)
     else:
         by_key = dict(zip(keys, found, strict=True))
-        run.written[pack_key] = cache.write_pack(dlm_id, [(k, by_key[k]) for k in distinct])
+        rows_once = [by_key[k] for k in distinct]
+        run.written[pack_key] = cache.write_pack(dlm_id, tok_sha, seq_len, rows_once)
     return TokenStream.from_rows(found), token_stream_root([t.leaf for t in found]), run
 
 

@@ -15,8 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from dlm_git.doc.sections import Section
 from dlm_git.doc.sources import SourceFile
@@ -26,8 +25,10 @@ PLAIN_TEMPLATE = "### Question\n{question}\n\n### Answer\n"
 PLAIN_SYSTEM = "{system}\n\n"
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
+    """One training row. A named tuple, not a frozen dataclass: a large corpus makes one
+    per source file on every run, and a frozen dataclass costs 3x to build."""
+
     row_id: str
     section_id: str
     kind: Literal["text", "chat"]

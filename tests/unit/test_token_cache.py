@@ -26,7 +26,8 @@ import pytest
 
 from dlm_git.base.resolve import ResolvedBase, resolve_base
 from dlm_git.base.tiny import ensure_tiny_base
-from dlm_git.cache.entry import CorruptEntry, decode_entry, encode_entry
+from dlm_git.cache.entry import CorruptEntry, decode_entry, encode_entry, entry_key
+from dlm_git.cache.pack import MAGIC as PACK_MAGIC
 from dlm_git.cache.pack import decode_pack, encode_pack
 from dlm_git.cache.store import (
     INDEX_NAME,
@@ -34,7 +35,6 @@ from dlm_git.cache.store import (
     SWEEP_GRACE_SECONDS,
     TokenCache,
     default_cache_dir,
-    entry_key,
 )
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.train.pipeline import TokenizeResult, tokenize_document
@@ -59,7 +59,7 @@ What does the token cache key on?
 ### A
 The row id, the tokenizer's sha256 and the sequence length.
 """
-TOK = "0123456789abcdef0123456789abcdef"  # a stand-in tokenizer sha for key tests
+TOK = "0123456789abcdef" * 4  # a stand-in tokenizer sha256
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -297,14 +297,25 @@ def test_every_truncation_flip_and_extension_is_detected() -> None:
 
 def test_every_pack_truncation_flip_and_extension_is_detected() -> None:
     rows = [
-        (entry_key(r, TOK, 3), RowTokens.from_sequences(r, seqs(r, [1, 2, 3], [4, 5], masked=m)))
+        RowTokens.from_sequences(r, seqs(r, [1, 2, 3], [4, 5], masked=m))
         for r, m in (("r1", 0), ("r2", 2))
     ]
-    data = encode_pack(rows)
+    data = encode_pack(TOK, 3, rows)
     pack = decode_pack(data)
-    assert pack.keys == [k for k, _ in rows] and pack.leaves == [t.leaf for _, t in rows]
-    stream = pack.stream(["r1", "r2"])
-    for got, want in zip(stream, [*rows[0][1].sequences(), *rows[1][1].sequences()], strict=True):
+    assert pack.keys == [entry_key(r, TOK, 3) for r in ("r1", "r2")]
+    assert pack.leaves == [t.leaf for t in rows] and pack.row_ids == ["r1", "r2"]
+    assert pack.holds(TOK, 3, ["r1", "r2"])
+    other_tok = TOK[:-1] + ("0" if TOK[-1] != "0" else "1")
+    for tok, seq_len, ids in (
+        (other_tok, 3, ["r1", "r2"]),
+        (TOK, 4, ["r1", "r2"]),
+        (TOK, 3, ["r2", "r1"]),
+        (TOK, 3, ["r1"]),
+    ):
+        assert not pack.holds(tok, seq_len, ids)
+    stream = pack.stream()
+    assert stream.row_ids == ["r1", "r2"]
+    for got, want in zip(stream, [*rows[0].sequences(), *rows[1].sequences()], strict=True):
         np.testing.assert_array_equal(got.labels, want.labels)
     for n in range(len(data)):
         with pytest.raises(CorruptEntry):
@@ -569,10 +580,11 @@ def test_garbage_or_truncated_pack_is_never_fatal(git_repo: Path) -> None:
     data = pack.read_bytes()
     for bad, corrupt in (
         (data[: len(data) // 3], 1),
-        (b"DLMPACK2" + b"\xff" * 64, 1),
+        (PACK_MAGIC + b"\xff" * 64, 1),
         (b"garbage" * 99, 1),
         (b"", 1),
         (b"DLMPACK1" + data[8:], 0),  # an older version's pack: rewritten, not corrupt
+        (b"DLMPACK2" + data[8:], 0),
     ):
         pack.write_bytes(bad)
         result = tokenize(doc_dir)
@@ -797,8 +809,7 @@ def test_entries_are_sharded_by_key_prefix(git_repo: Path) -> None:
         ".gitignore",
         ".lock",
         INDEX_NAME,
-        INDEX_NAME + "-wal",
-        INDEX_NAME + "-shm",
+        INDEX_NAME + "-journal",
     }
 
 
