@@ -2,13 +2,16 @@
 
 A warm run of a document reads its pack (one open, one read, one checksum) instead of one
 entry file per row. The pack records what its rows were tokenized for (tokenizer sha256,
-`sequence_len`) and the row ids in order, so a run whose rows are exactly those is
-recognised by comparing row ids, without computing a key per row, and its token stream
-is built from the pack's arrays as they are, with no per-row work; the token stream root
-is the one the pack keeps. The pack is only an accelerator: it holds the same rows as the
-entry files, is rewritten atomically when a run's rows differ from it, and is accounted
-for and evicted like an entry (index key `pack-<dlm_id>`). A pack that fails its
-checksum is unused as a whole (its rows come from their entry files) and rewritten.
+`sequence_len`), their ids in order, and the digest of the source files behind them
+(`source_rows_digest`), so a run whose rows are exactly those is recognised by comparing
+its few section row ids and one digest, without computing a key or even a row id per
+source file; its token stream is then built from the pack's arrays as they are, with no
+per-row work, and the token stream root is the one the pack keeps.
+
+The pack is only an accelerator: it holds the same rows as the entry files, is rewritten
+atomically when a run's rows differ from it, and is accounted for and evicted like an
+entry (index key `pack-<dlm_id>`). A pack that fails its checksum is unused as a whole
+(its rows come from their entry files) and rewritten.
 
     magic     8 bytes  b"DLMPACK3"
     rows      u32le    rows (distinct row ids, in the run's order)
@@ -18,6 +21,7 @@ checksum is unused as a whole (its rows come from their entry files) and rewritt
     tokens    u64le    token ids over all rows
     ids_len   u64le    bytes of the row id list
     tokenizer 32 bytes the tokenizer_sha256 the rows were tokenized with
+    sources   32 bytes source_rows_digest of the source files behind the last rows
     root      32 bytes the token stream root of these rows in this order
     keys      rows x 32 bytes (hex ASCII; entry_key of each row id, tokenizer, seq_len)
     leaves    rows x 32 bytes (each row's token-stream leaf hash)
@@ -55,6 +59,7 @@ from dlm_git.train.stream import RowTokens, TokenStream, token_stream_root
 MAGIC = b"DLMPACK3"
 _HEAD = struct.Struct("<IIIIQQ")
 TOKENIZER_LEN = 32
+SOURCES_LEN = 32
 ROOT_LEN = 32
 
 
@@ -62,9 +67,11 @@ ROOT_LEN = 32
 class Pack:
     tokenizer_sha256: str
     sequence_len: int
+    sources_digest: str
     row_ids: list[str]
     keys: list[str]
-    leaves: list[bytes]
+    leaf_table: bytes
+    """rows x 32 bytes: the rows' leaves (see `leaves`)."""
     counts: np.ndarray
     lengths: np.ndarray
     masked: np.ndarray
@@ -74,13 +81,32 @@ class Pack:
     size: int
     """Bytes of the pack file."""
 
-    def holds(self, tokenizer_sha256: str, sequence_len: int, row_ids: list[str]) -> bool:
-        """Whether these are exactly the pack's rows, in order, tokenized the same way."""
+    def holds(
+        self,
+        tokenizer_sha256: str,
+        sequence_len: int,
+        section_row_ids: list[str],
+        sources_digest: str,
+        n_sources: int,
+    ) -> bool:
+        """Whether a run's rows are exactly the pack's, in order, tokenized the same way:
+        the document's section rows (by id), then `n_sources` source file rows (by the
+        digest of what their ids are made of)."""
+        n = len(section_row_ids)
         return (
-            self.row_ids == row_ids
+            len(self.row_ids) == n + n_sources
+            and self.sources_digest == sources_digest
+            and self.row_ids[:n] == section_row_ids
             and self.sequence_len == sequence_len
             and self.tokenizer_sha256 == tokenizer_sha256
         )
+
+    @functools.cached_property
+    def leaves(self) -> list[bytes]:
+        """Each row's token-stream leaf hash; split out only when rows are taken one by
+        one (a run whose rows are all the pack's uses the stored root instead)."""
+        table = self.leaf_table
+        return [table[i : i + LEAF_LEN] for i in range(0, len(table), LEAF_LEN)]
 
     @functools.cached_property
     def position(self) -> dict[str, int]:
@@ -117,9 +143,11 @@ def is_other_pack_version(data: bytes) -> bool:
     return data[:7] == MAGIC[:7] and data[:8] != MAGIC
 
 
-def encode_pack(tokenizer_sha256: str, sequence_len: int, rows: list[RowTokens]) -> bytes:
+def encode_pack(
+    rows: list[RowTokens], *, tokenizer_sha256: str, sequence_len: int, sources_digest: str
+) -> bytes:
     """The pack of `rows` (distinct row ids, in run order), tokenized with this tokenizer
-    for this `sequence_len`."""
+    for this `sequence_len`, the last of them made from the sources of this digest."""
     if rows:
         lengths = np.concatenate([r.lengths for r in rows])
         masked = np.concatenate([r.masked for r in rows])
@@ -128,9 +156,9 @@ def encode_pack(tokenizer_sha256: str, sequence_len: int, rows: list[RowTokens])
         lengths = masked = np.zeros(0, dtype=np.uint32)
         ids = np.zeros(0, dtype=np.int32)
     width = id_width(ids)
-    tokenizer = bytes.fromhex(tokenizer_sha256)
-    if len(tokenizer) != TOKENIZER_LEN:
-        raise ValueError(f"tokenizer_sha256 must be a sha256 hex digest, got {tokenizer_sha256!r}")
+    tokenizer, sources = bytes.fromhex(tokenizer_sha256), bytes.fromhex(sources_digest)
+    if len(tokenizer) != TOKENIZER_LEN or len(sources) != SOURCES_LEN:
+        raise ValueError("tokenizer_sha256 and sources_digest must be sha256 hex digests")
     row_ids = "".join(f"{r.row_id}\n" for r in rows).encode("ascii")
     head = (len(rows), len(lengths), width, sequence_len, len(ids), len(row_ids))
     body = b"".join(
@@ -138,6 +166,7 @@ def encode_pack(tokenizer_sha256: str, sequence_len: int, rows: list[RowTokens])
             MAGIC,
             _HEAD.pack(*head),
             tokenizer,
+            sources,
             bytes.fromhex(token_stream_root([r.leaf for r in rows])),
             *(entry_key(r.row_id, tokenizer_sha256, sequence_len).encode("ascii") for r in rows),
             *(r.leaf for r in rows),
@@ -152,7 +181,7 @@ def encode_pack(tokenizer_sha256: str, sequence_len: int, rows: list[RowTokens])
 
 def decode_pack(data: bytes) -> Pack:
     """The pack's rows (arrays are views into `data`); CorruptEntry if anything is off."""
-    head = len(MAGIC) + _HEAD.size + TOKENIZER_LEN + ROOT_LEN
+    head = len(MAGIC) + _HEAD.size + TOKENIZER_LEN + SOURCES_LEN + ROOT_LEN
     if len(data) < head + CHECKSUM_LEN or not data.startswith(MAGIC):
         raise CorruptEntry("bad magic or truncated")
     n_rows, n_seqs, width, seq_len, n_tokens, ids_len = _HEAD.unpack_from(data, len(MAGIC))
@@ -164,12 +193,14 @@ def decode_pack(data: bytes) -> Pack:
     verify_checksum(data)
     at = len(MAGIC) + _HEAD.size
     tokenizer = data[at : at + TOKENIZER_LEN].hex()
-    root = data[at + TOKENIZER_LEN : head].hex()
+    at += TOKENIZER_LEN
+    sources = data[at : at + SOURCES_LEN].hex()
+    root = data[at + SOURCES_LEN : head].hex()
     at = head
     keys_blob = data[at : at + sizes[0]].decode("ascii", "replace")
     keys = [keys_blob[i : i + KEY_LEN] for i in range(0, len(keys_blob), KEY_LEN)]
     at += sizes[0]
-    leaves = [data[at + i : at + i + LEAF_LEN] for i in range(0, sizes[1], LEAF_LEN)]
+    leaf_table = data[at : at + sizes[1]]
     at += sizes[1]
     counts = np.frombuffer(data, dtype="<u4", count=n_rows, offset=at)
     at += sizes[2]
@@ -188,5 +219,16 @@ def decode_pack(data: bytes) -> Pack:
     ):
         raise CorruptEntry("tables disagree")
     return Pack(
-        tokenizer, seq_len, row_ids, keys, leaves, counts, lengths, masked, ids, root, len(data)
+        tokenizer,
+        seq_len,
+        sources,
+        row_ids,
+        keys,
+        leaf_table,
+        counts,
+        lengths,
+        masked,
+        ids,
+        root,
+        len(data),
     )

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from dlm_git.cache.entry import CorruptEntry, decode_entry
-from dlm_git.cache.pack import Pack, decode_pack, encode_pack, is_other_pack_version
+from dlm_git.cache.pack import Pack, decode_pack, is_other_pack_version
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.train.stream import RowTokens
 
@@ -170,11 +170,9 @@ class TokenCache:
             self.corrupt += 1
             return None
 
-    def write_pack(
-        self, dlm_id: str, tokenizer_sha256: str, sequence_len: int, rows: list[RowTokens]
-    ) -> int:
-        """Write the document's pack atomically; returns its size (0 if the write failed)."""
-        data = encode_pack(tokenizer_sha256, sequence_len, rows)
+    def write_pack(self, dlm_id: str, data: bytes) -> int:
+        """Write the document's pack (`encode_pack`) atomically; returns its size (0 if the
+        write failed)."""
         try:
             atomic_write_bytes(self.pack_path(dlm_id), data)
         except OSError:

@@ -61,8 +61,10 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 
 
 class SourceFile(NamedTuple):
-    """One source file taken into training. A named tuple, not a frozen dataclass: a large
-    corpus makes one per file on every run, and a frozen dataclass costs 3x to build."""
+    """One source file taken into training: what it is, not its contents, which are read
+    again (and checked against `sha256`) only if its row is tokenized. A named tuple, not
+    a frozen dataclass: a large corpus makes one per file on every run, and a frozen
+    dataclass costs 3x to build."""
 
     relpath: str
     """POSIX path relative to the document's directory (the row's identity)."""
@@ -71,23 +73,45 @@ class SourceFile(NamedTuple):
     size: int
     sha256: str
     """sha256 of the file's raw bytes."""
-    data: bytes
-    """The file's raw bytes (valid UTF-8, checked when it was read)."""
-    section_id: str
-    """The id of `section()` (`source_section_id`), from the digest of the normalized text."""
+    text_sha256: str
+    """sha256 of its normalized text: the file's sha256 unless normalizing changed it."""
 
     @property
     def path(self) -> Path:
         return Path(self.abspath)
 
     @property
-    def text(self) -> str:
-        """Normalized text (BOM stripped, LF). Decoded when asked for, which only a row
-        that is tokenized does: a warm run never decodes the corpus."""
-        return normalize_text(self.data.decode("utf-8"))
+    def section_id(self) -> str:
+        """The id of `section()` (and of the file's training row)."""
+        return source_section_id(self.relpath, self.text_sha256)
+
+    def read_text(self) -> str:
+        """The normalized text (BOM stripped, LF) of exactly the bytes that were hashed;
+        SourcesError if the file changed since."""
+        try:
+            with open(self.abspath, "rb") as fh:
+                data = fh.read(self.size + 1)
+        except OSError as exc:
+            raise SourcesError(
+                self.path, f"cannot read source file again: {exc.strerror}", hint=_RUN_AGAIN
+            ) from None
+        if len(data) != self.size or sha256_bytes(data) != self.sha256:
+            raise SourcesError(self.path, "source file changed while in use", hint=_RUN_AGAIN)
+        return normalize_text(data.decode("utf-8"))
 
     def section(self) -> Section:
-        return source_section(self.relpath, self.text, self.section_id)
+        return source_section(self.relpath, self.read_text(), self.section_id)
+
+
+_RUN_AGAIN = "run again once the sources stop changing"
+
+
+def source_rows_digest(files: Iterable[SourceFile]) -> str:
+    """sha256 over each file's relpath and text digest, in order: exactly what the files'
+    row ids are made of, so two lists of files with the same digest have the same row
+    ids in the same order. Much cheaper than computing every id (one hash in all instead
+    of one per file), which lets a warm run recognise its cached rows without ids."""
+    return sha256_text("".join(f"{f.relpath}\0{f.text_sha256}\0" for f in files))
 
 
 @dataclass(frozen=True)
@@ -265,9 +289,7 @@ def _read_source(relpath: str, full: str, limit: int) -> SourceFile | str:
     digest = text_digest = sha256_bytes(data)
     if b"\r" in data or (not ascii_only and data.startswith(UTF8_BOM)):
         text_digest = sha256_text(normalize_text(data.decode("utf-8")))
-    return SourceFile(
-        relpath, full, len(data), digest, data, source_section_id(relpath, text_digest)
-    )
+    return SourceFile(relpath, full, len(data), digest, text_digest)
 
 
 def _read_at_most(path: str, limit: int) -> bytes:

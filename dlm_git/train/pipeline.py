@@ -17,10 +17,12 @@ from typing import Any
 
 from dlm_git.base.resolve import ResolvedBase
 from dlm_git.cache.entry import encode_entry, entry_key
+from dlm_git.cache.pack import encode_pack
 from dlm_git.cache.store import PACK_PREFIX, TokenCache, default_cache_dir
 from dlm_git.doc.load import LoadedDocument
+from dlm_git.doc.sources import SourceFile, source_rows_digest
 from dlm_git.manifest.records import sources_record
-from dlm_git.train.rows import Row, build_rows
+from dlm_git.train.rows import Row, section_rows, source_rows
 from dlm_git.train.stream import RowTokens, TokenStream, token_stream_root
 from dlm_git.train.tokenize import TOKENS_INDEX, RowTokenizer, load_tokens, save_tokens
 
@@ -70,14 +72,15 @@ def tokenize_document(
     seq_len = fm.training.sequence_len
     tokenizer = RowTokenizer(resolved.path, fm.system_prompt, seq_len)
     has_template = tokenizer.has_chat_template()
-    rows, skipped_pref = build_rows(
-        loaded.doc.sections, loaded.sources.files, fm.system_prompt, has_template
-    )
+    doc_rows, skipped_pref = section_rows(loaded.doc.sections, fm.system_prompt, has_template)
+    sources = loaded.sources.files
+    n_rows = len(doc_rows) + len(sources)
     started = time.perf_counter()
     if use_cache:
         cache = TokenCache(default_cache_dir(loaded.repo_root))
-        stream, root, run = _through_cache(cache, fm.dlm_id, rows, tokenizer, resolved)
+        stream, root, run = _through_cache(cache, fm.dlm_id, doc_rows, sources, tokenizer, resolved)
     else:
+        rows = doc_rows + source_rows(sources)
         tokenized = [RowTokens.from_sequences(r.row_id, tokenizer.tokenize(r)) for r in rows]
         stream = TokenStream.from_rows(tokenized)
         root = token_stream_root([r.leaf for r in tokenized])
@@ -90,7 +93,7 @@ def tokenize_document(
             fm.training.cache.max_bytes,
             {
                 "dlm_id": fm.dlm_id,
-                "total_rows": len(rows),
+                "total_rows": n_rows,
                 "hits": run.hits,
                 "misses": run.misses,
                 "tokenize_seconds": seconds,
@@ -101,7 +104,7 @@ def tokenize_document(
     return TokenizeResult(
         sequences=stream,
         stream_root=root,
-        rows=len(rows),
+        rows=n_rows,
         template_kind="chat_template" if has_template else "plain",
         skipped_preference=skipped_pref,
         tokenizer=tokenizer,
@@ -112,22 +115,26 @@ def tokenize_document(
 def _through_cache(
     cache: TokenCache,
     dlm_id: str,
-    rows: list[Row],
+    doc_rows: list[Row],
+    sources: tuple[SourceFile, ...],
     tokenizer: RowTokenizer,
     resolved: ResolvedBase,
 ) -> tuple[TokenStream, str, _CacheRun]:
     """The token stream and its root: each row from the pack, else from its entry file,
     else from the tokenizer (then cached)."""
     tok_sha, seq_len = resolved.tokenizer_sha256, tokenizer.sequence_len
+    digest = source_rows_digest(sources)
     pack_key = f"{PACK_PREFIX}{dlm_id}"
     pack = cache.read_pack(dlm_id)
     run = _CacheRun()
-    if pack is not None and pack.holds(tok_sha, seq_len, [row.row_id for row in rows]):
-        # the common warm run: the pack as it is
+    section_ids = [row.row_id for row in doc_rows]
+    if pack is not None and pack.holds(tok_sha, seq_len, section_ids, digest, len(sources)):
+        # the common warm run: the pack as it is, and no row id computed for a source file
         run.used.update(pack.keys)
         run.used.add(pack_key)
-        run.hits, run.served_by = len(rows), pack_key
+        run.hits, run.served_by = len(doc_rows) + len(sources), pack_key
         return pack.stream(), pack.root, run
+    rows = doc_rows + source_rows(sources)
     keys = [entry_key(row.row_id, tok_sha, seq_len) for row in rows]
     found: list[RowTokens] = []
     for row, key in zip(rows, keys, strict=True):
@@ -144,12 +151,17 @@ def _through_cache(
             run.written[key] = cache.put(key, encode_entry(key, tokens))
         found.append(tokens)
     distinct = list(dict.fromkeys(keys))  # a repeated row is packed once
-    if pack is not None and pack.keys == distinct:
+    if pack is not None and pack.keys == distinct and pack.sources_digest == digest:
         run.used.add(pack_key)
     else:
         by_key = dict(zip(keys, found, strict=True))
-        rows_once = [by_key[k] for k in distinct]
-        run.written[pack_key] = cache.write_pack(dlm_id, tok_sha, seq_len, rows_once)
+        data = encode_pack(
+            [by_key[k] for k in distinct],
+            tokenizer_sha256=tok_sha,
+            sequence_len=seq_len,
+            sources_digest=digest,
+        )
+        run.written[pack_key] = cache.write_pack(dlm_id, data)
     return TokenStream.from_rows(found), token_stream_root([t.leaf for t in found]), run
 
 

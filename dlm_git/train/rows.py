@@ -51,14 +51,11 @@ def chat_row_id(section_id: str, system_prompt: str | None, template_kind: str) 
     return sha256_text(context)[:16]
 
 
-def build_rows(
-    sections: tuple[Section, ...],
-    sources: tuple[SourceFile, ...],
-    system_prompt: str | None,
-    has_chat_template: bool,
+def section_rows(
+    sections: tuple[Section, ...], system_prompt: str | None, has_chat_template: bool
 ) -> tuple[list[Row], int]:
-    """Rows in document order (the document's sections, then its source files), and the
-    number of preference sections skipped."""
+    """The rows of the document's own sections, in order, and the number of preference
+    sections skipped."""
     template_kind = "chat_template" if has_chat_template else "plain"
     rows: list[Row] = []
     skipped_preference = 0
@@ -70,5 +67,13 @@ def build_rows(
             rows.append(Row(rid, s.section_id, "chat", s))
         else:
             skipped_preference += 1
-    rows.extend(Row(f.section_id, f.section_id, "text", None, f) for f in sources)
     return rows, skipped_preference
+
+
+def source_rows(sources: tuple[SourceFile, ...]) -> list[Row]:
+    """One text row per source file, in order."""
+    rows = []
+    for f in sources:
+        sid = f.section_id
+        rows.append(Row(sid, sid, "text", None, f))
+    return rows

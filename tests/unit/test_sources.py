@@ -11,7 +11,7 @@ import pytest
 
 from dlm_git.doc.errors import DocError, SourcesError
 from dlm_git.doc.load import LoadedDocument, load_document
-from dlm_git.doc.sources import DEFAULT_EXCLUDES, ExpandedSources
+from dlm_git.doc.sources import DEFAULT_EXCLUDES, ExpandedSources, source_rows_digest
 
 WriteDoc = Callable[..., Path]
 OUTPUTS = "the document itself or one of its outputs"
@@ -206,7 +206,7 @@ def test_symlink_to_file_outside_repo(git_repo: Path, write_doc: WriteDoc, tmp_p
     )
     files = {f.relpath: f for f in expand(permissive).files}
     assert sorted(files) == ["notes/inlink.txt", "notes/inside.txt", "notes/link.txt"]
-    assert files["notes/link.txt"].text == "outside text\n"
+    assert files["notes/link.txt"].read_text() == "outside text\n"
 
 
 def test_symlinked_directory_not_followed(
@@ -258,7 +258,7 @@ def test_permissive_allows_outside_directory(
     doc = write_doc(git_repo, frontmatter=sources_yaml("path: ../outside", policy="permissive"))
     files = expand(doc).files
     assert [f.relpath for f in files] == ["../outside/o.md"]
-    assert files[0].text == "outside\n"
+    assert files[0].read_text() == "outside\n"
     assert files[0].section().content == "# source: ../outside/o.md\n\noutside\n"
 
 
@@ -403,18 +403,53 @@ def test_source_text_normalized_but_sha256_of_raw_bytes(
     put(git_repo, "lf/n.txt", b"line one\nline two\nline three\n")
     doc = write_doc(git_repo, frontmatter=sources_yaml("path: crlf", "path: lf"))
     crlf, lf = expand(doc).files
-    assert crlf.text == lf.text == "line one\nline two\nline three\n"
+    assert crlf.read_text() == lf.read_text() == "line one\nline two\nline three\n"
     assert crlf.sha256 == hashlib.sha256(raw).hexdigest()
     assert crlf.size == len(raw)
     assert lf.sha256 != crlf.sha256
     # the row differs only by its relpath: its id hashes the normalized text, not the bytes
     assert crlf.section().content == "# source: crlf/n.txt\n\nline one\nline two\nline three\n"
-    assert crlf.section_id == crlf.section().section_id == source_sid("crlf/n.txt", lf.text)
-    assert lf.section_id == source_sid("lf/n.txt", lf.text)
+    assert crlf.section_id == crlf.section().section_id == source_sid("crlf/n.txt", lf.read_text())
+    assert lf.section_id == source_sid("lf/n.txt", lf.read_text())
     # a section built without the id (from the text alone) gets the same one
     from dlm_git.doc.sections import source_section
 
-    assert source_section("crlf/n.txt", crlf.text).section_id == crlf.section_id
+    assert source_section("crlf/n.txt", crlf.read_text()).section_id == crlf.section_id
+
+
+def test_text_is_read_again_only_as_hashed(git_repo: Path, write_doc: WriteDoc) -> None:
+    """A source file's text is read when its row is tokenized, and must still be the bytes
+    that were hashed: a file changed in between is an error, never trained unrecorded."""
+    put(git_repo, "src/a.txt", "first\n")
+    doc = write_doc(git_repo, frontmatter=sources_yaml("path: src"))
+    (f,) = expand(doc).files
+    assert f.section().content == "# source: src/a.txt\n\nfirst\n"
+    for changed in ("other\n", "first\n\n", ""):
+        put(git_repo, "src/a.txt", changed)
+        with pytest.raises(SourcesError, match="changed while in use"):
+            f.section()
+    (git_repo / "src" / "a.txt").unlink()
+    with pytest.raises(SourcesError, match="cannot read source file again"):
+        f.read_text()
+
+
+def test_source_rows_digest_follows_the_row_ids(git_repo: Path, write_doc: WriteDoc) -> None:
+    """Equal digests exactly when the files' row ids are equal, in the same order."""
+    put(git_repo, "src/a.txt", "alpha\n")
+    put(git_repo, "src/b.txt", "beta\n")
+    doc = write_doc(git_repo, frontmatter=sources_yaml("path: src"))
+    a, b = expand(doc).files
+    digest = source_rows_digest([a, b])
+    assert digest == source_rows_digest(expand(doc).files)
+    put(git_repo, "src/b.txt", "beta\r\n")  # other bytes, same normalized text: same row
+    b_crlf = expand(doc).files[1]
+    assert b_crlf.sha256 != b.sha256 and b_crlf.section_id == b.section_id
+    assert source_rows_digest([a, b_crlf]) == digest
+    put(git_repo, "src/b.txt", "beta!\n")
+    assert source_rows_digest(expand(doc).files) != digest
+    assert source_rows_digest([b, a]) != digest
+    assert source_rows_digest([a]) != digest
+    assert source_rows_digest([a._replace(relpath="src/c.txt"), b]) != digest
 
 
 def test_expansion_without_git_uses_document_directory_as_root(

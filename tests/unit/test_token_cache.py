@@ -300,19 +300,25 @@ def test_every_pack_truncation_flip_and_extension_is_detected() -> None:
         RowTokens.from_sequences(r, seqs(r, [1, 2, 3], [4, 5], masked=m))
         for r, m in (("r1", 0), ("r2", 2))
     ]
-    data = encode_pack(TOK, 3, rows)
+    src = "fedcba9876543210" * 4  # a stand-in source_rows_digest
+    data = encode_pack(rows, tokenizer_sha256=TOK, sequence_len=3, sources_digest=src)
     pack = decode_pack(data)
     assert pack.keys == [entry_key(r, TOK, 3) for r in ("r1", "r2")]
     assert pack.leaves == [t.leaf for t in rows] and pack.row_ids == ["r1", "r2"]
-    assert pack.holds(TOK, 3, ["r1", "r2"])
+    # "r1" a section row, "r2" the one source file row
+    assert pack.holds(TOK, 3, ["r1"], src, 1) and pack.holds(TOK, 3, ["r1", "r2"], src, 0)
     other_tok = TOK[:-1] + ("0" if TOK[-1] != "0" else "1")
-    for tok, seq_len, ids in (
-        (other_tok, 3, ["r1", "r2"]),
-        (TOK, 4, ["r1", "r2"]),
-        (TOK, 3, ["r2", "r1"]),
-        (TOK, 3, ["r1"]),
+    other_src = src[:-1] + ("1" if src[-1] == "0" else "0")
+    for tok, seq_len, ids, digest, n_sources in (
+        (other_tok, 3, ["r1"], src, 1),
+        (TOK, 4, ["r1"], src, 1),
+        (TOK, 3, ["r1"], other_src, 1),
+        (TOK, 3, ["r2"], src, 1),
+        (TOK, 3, ["r1"], src, 2),
+        (TOK, 3, [], src, 1),
+        (TOK, 3, ["r2", "r1"], src, 0),
     ):
-        assert not pack.holds(tok, seq_len, ids)
+        assert not pack.holds(tok, seq_len, ids, digest, n_sources)
     stream = pack.stream()
     assert stream.row_ids == ["r1", "r2"]
     for got, want in zip(stream, [*rows[0].sequences(), *rows[1].sequences()], strict=True):
@@ -368,6 +374,66 @@ def test_cached_and_uncached_tokenization_are_identical(git_repo: Path) -> None:
     from_entries = tokenize(doc_dir)  # the same hits, one entry file per row
     assert hits_misses(from_entries) == (ROWS, 0, 0)
     assert_same_tokens(from_entries, uncached)
+
+
+def test_warm_run_from_the_pack_computes_no_source_row_id(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pack recognises its rows by the section row ids and one digest of the sources:
+    a warm run neither computes a row id per source file nor reads one again."""
+    doc_dir = make_doc(git_repo)
+    uncached = tokenize(doc_dir, use_cache=False)
+    tokenize(doc_dir)
+    import dlm_git.doc.sources as sources
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("a source row id or text was computed on a warm run")
+
+    monkeypatch.setattr(sources, "source_section_id", refuse)
+    monkeypatch.setattr(sources.SourceFile, "read_text", refuse)
+    warm = tokenize(doc_dir)
+    assert hits_misses(warm) == (ROWS, 0, 0)
+    assert warm.sequences.row_ids == uncached.sequences.row_ids
+    assert_same_tokens(warm, uncached)
+
+
+def test_warm_run_is_logged_while_another_process_holds_the_lock(git_repo: Path) -> None:
+    """A run served by a fresh pack that writes nothing changes no entry, so it logs its
+    metrics in one SQLite transaction without waiting for the cache's file lock."""
+    from filelock import FileLock
+
+    doc_dir = make_doc(git_repo)
+    tokenize(doc_dir)
+    root = cache_dir(git_repo)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(root / ".lock")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(TimeoutError):
+            FileLock(str(root / ".lock"), timeout=0.05).acquire()
+        warm = tokenize(doc_dir)
+        assert hits_misses(warm) == (ROWS, 0, 0)
+    finally:
+        holder.kill()
+        holder.wait()
+    conn = sqlite3.connect(root / INDEX_NAME)
+    try:
+        (runs,) = conn.execute("SELECT COUNT(*) FROM runs").fetchone()
+    finally:
+        conn.close()
+    assert runs == 2
+
+
+HOLD_LOCK = """
+import sys, time
+from filelock import FileLock
+with FileLock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
 
 
 def test_repeated_row_hits_and_leaves_the_pack_alone(git_repo: Path) -> None:
