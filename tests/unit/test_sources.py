@@ -156,6 +156,26 @@ def test_default_excludes_skipped_with_reason(git_repo: Path, write_doc: WriteDo
     assert all("/" not in p.rstrip("/") for p in DEFAULT_EXCLUDES)
 
 
+def test_default_excludes_on_a_file_name_agree_with_pathspec_on_its_path() -> None:
+    """Files are matched by name against the default excludes compiled anchored; that must
+    be what pathspec says of the whole path, at any depth (directories are checked by the
+    walk as it enters them)."""
+    import pathspec
+
+    from dlm_git.doc.sources import _DEFAULT_NAMES
+
+    spec = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
+    names = [
+        ".env", ".env.local", "x.env", ".envrc", "server.key", "key", "a.pem", "a.pem.txt",
+        "x.p12", "x.pfx", "id_rsa", "id_rsa.pub", "my_id_rsa", "id_ed25519_sk", ".netrc",
+        "netrc", ".pypirc", ".dlmignore", ".git", "node_modules", "venv", "__pycache__",
+        "README.md", "notes.txt", ".dvc", ".gitignore",
+    ]  # fmt: skip
+    for name in names:
+        for path in (name, f"sub/{name}", f"a/b/{name}"):
+            assert bool(_DEFAULT_NAMES.match(name)) == spec.match_file(path), path
+
+
 def test_include_cannot_override_default_excludes(git_repo: Path, write_doc: WriteDoc) -> None:
     put(git_repo, "src/server.key", "SECRET")
     doc = write_doc(git_repo, frontmatter=sources_yaml('path: src\ninclude: ["*.key"]'))
