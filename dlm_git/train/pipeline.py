@@ -5,7 +5,9 @@ Invariants:
   `sequence_len`; with or without the cache the token stream is identical.
 - A run whose rows are all cached never loads the tokenizer (nor imports transformers).
 - A run whose rows are exactly the ones in the document's pack, in order (the common warm
-  run), takes its token stream from the pack's arrays with no per-row work.
+  run), takes its token stream from the pack's arrays with no per-row work: it is
+  recognised by the section row ids and one digest of the sources (`Pack.holds`), without
+  a row id or a key per source file.
 - `--no-cache` (use_cache=False) neither reads nor writes nor records anything in the cache.
 """
 

@@ -27,7 +27,8 @@ PLAIN_SYSTEM = "{system}\n\n"
 
 class Row(NamedTuple):
     """One training row. A named tuple, not a frozen dataclass: a large corpus makes one
-    per source file on every run, and a frozen dataclass costs 3x to build."""
+    per source file whenever its rows are looked up one by one, and a frozen dataclass
+    costs 3x to build."""
 
     row_id: str
     section_id: str
