@@ -788,15 +788,19 @@ def test_pre_push_with_a_cold_base_cache_never_imports_heavy_modules(
 ) -> None:
     sha = head(repo)
     line = f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n"
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "dlm_git.hooks.pre_push", "origin", "x"],
-        cwd=repo,
-        input=line,
-        capture_output=True,
-        text=True,
-        env=hook_env(DLM_GIT_BASE_CACHE=str(tmp_path / "cold-base-cache")),
-    )
-    modules = imported_modules(proc.stderr)
+
+    def pre_push() -> tuple[subprocess.CompletedProcess[str], set[str]]:
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "dlm_git.hooks.pre_push", "origin", "x"],
+            cwd=repo,
+            input=line,
+            capture_output=True,
+            text=True,
+            env=hook_env(DLM_GIT_BASE_CACHE=str(tmp_path / "cold-base-cache")),
+        )
+        return proc, imported_modules(proc.stderr)
+
+    proc, modules = pre_push()
     assert "dlm_git" in modules
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
     # the pipeline's own build (bases/tiny) serves as the base: the push verifies
@@ -804,15 +808,7 @@ def test_pre_push_with_a_cold_base_cache_never_imports_heavy_modules(
 
     # no built base anywhere: never built inside the hook; the push warns (CANNOT_VERIFY)
     shutil.rmtree(repo / "bases" / "tiny")
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "dlm_git.hooks.pre_push", "origin", "x"],
-        cwd=repo,
-        input=line,
-        capture_output=True,
-        text=True,
-        env=hook_env(DLM_GIT_BASE_CACHE=str(tmp_path / "cold-base-cache")),
-    )
-    modules = imported_modules(proc.stderr)
+    proc, modules = pre_push()
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
     assert proc.returncode == 0, proc.stderr
     said = [ln for ln in proc.stderr.splitlines() if ln.startswith("dlm-git:")]
