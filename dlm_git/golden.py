@@ -9,10 +9,11 @@ Invariants:
 - The fixture is always trained in a fresh interpreter (`python -m dlm_git train`), so no
   state of the caller (threads, RNGs, deterministic-algorithm flags, hash seed) can leak
   into the run.
-- A golden is keyed by the *determinism tuple*: everything about the setup that may change
-  the adapter's bits (pinned library versions, Python major.minor, machine, OS, hardware
-  tier, determinism flags). The tuple is read back from the `dlm.lock` the run wrote, so it
-  is exactly what the training process saw. Its hash names the golden.
+- A golden is keyed by the *determinism tuple*: everything the lock says the adapter's bits
+  depend on (pinned library versions, hardware tier, determinism flags with the numerics
+  profile). The tuple is read back from the `dlm.lock` the run wrote, so it is exactly
+  what the training process saw. Its hash names the golden. Under the portable
+  `x86-64-v3` profile the tuple is the same on every x86-64 machine with AVX2.
 - `.determinism/lock.json` and the golden files are canonical JSON written atomically, and
   hold no dates, hostnames or paths outside the repository.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -139,21 +139,18 @@ class GoldenEntry:
 # --------------------------------------------------------------------------- the tuple
 
 
-def python_version() -> str:
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
 def determinism_tuple(
     pinned_versions: Mapping[str, str],
     hardware_tier: str,
     determinism_flags: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The setup a golden belongs to (this interpreter's Python, machine and OS)."""
+    """The setup a golden belongs to: exactly what the lock says the bits depend on.
+
+    Under a pinned numerics profile (`x86-64-v3`) the flags are the same on every machine
+    able to run it, so one golden serves them all; under `native` they name this
+    machine's CPU code path."""
     return {
         "pinned_versions": dict(pinned_versions),
-        "python": python_version(),
-        "machine": platform.machine(),
-        "os": sys.platform,
         "hardware_tier": hardware_tier,
         "determinism_flags": dict(determinism_flags),
     }
@@ -184,9 +181,12 @@ def write_fixture(repo: Path) -> Path:
     return doc
 
 
-def train_env(hash_seed: str | None = None) -> dict[str, str]:
-    """The environment for a training subprocess: offline, optional fixed hash seed."""
-    env = dict(os.environ)
+def train_env(
+    hash_seed: str | None = None, outer: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment for a training subprocess: offline, optional fixed hash seed, and
+    `outer` variables on top (e.g. what another CPU's environment would hold)."""
+    env = {**os.environ, **(outer or {})}
     env["HF_HUB_OFFLINE"] = "1"
     env["TRANSFORMERS_OFFLINE"] = "1"
     env.pop("DLM_GIT_THREADS", None)  # --threads is always explicit
@@ -203,8 +203,12 @@ def train_fixture_at(
     cwd: Path | None = None,
     hash_seed: str | None = None,
     timeout: float = TRAIN_TIMEOUT_S,
+    numerics: str | None = None,
+    outer_env: Mapping[str, str] | None = None,
 ) -> FixtureRun:
-    """Write the fixture into the fresh directory `repo` and train it in a new interpreter."""
+    """Write the fixture into the fresh directory `repo` and train it in a new interpreter
+    (under `numerics`, default: the device's default profile; `outer_env` added to its
+    environment)."""
     if repo.exists() and any(repo.iterdir()):
         raise GoldenError(str(repo), "fixture directory is not empty")
     doc = write_fixture(repo)
@@ -220,11 +224,12 @@ def train_fixture_at(
         str(threads),
         "--device",
         device,
+        *(["--numerics", numerics] if numerics else []),
     ]
     proc = subprocess.run(
         cmd,
         cwd=str(cwd or repo),
-        env=train_env(hash_seed),
+        env=train_env(hash_seed, outer_env),
         capture_output=True,
         text=True,
         timeout=timeout,

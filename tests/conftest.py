@@ -8,12 +8,22 @@ libraries stay offline.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from dlm_git import numerics
+from dlm_git.determinism import plan
+
+# Kernel variables only count before torch initialises: pin the default CPU profile for
+# this test session now, so in-process training (`run_cli`) runs here instead of in a
+# child process. Tests of other profiles train in subprocesses.
+with contextlib.suppress(numerics.NumericsError):
+    numerics.activate(plan("cpu").env)
 
 DEFAULT_DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
 

@@ -1,6 +1,9 @@
-"""`dlm-git doctor [--json]`: hardware tier, determinism class, flags and versions here."""
+"""`dlm-git doctor [--json]`: the numerics profile, what it pins, whether this machine can
+run it, and what a training run here would record in dlm.lock."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -9,34 +12,65 @@ from dlm_git.output import emit_json
 
 def doctor(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int = typer.Option(
-        0, "--threads", help="CPU threads (default: DLM_GIT_THREADS or 2)."
+    threads: int | None = typer.Option(
+        None, "--threads", help="CPU threads (default: DLM_GIT_THREADS or 2)."
+    ),
+    numerics_name: str | None = typer.Option(
+        None, "--numerics", help="The profile to check (default: the device's default)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Show what a training run here would record in dlm.lock (tier, class, flags, versions)."""
-    from dlm_git.determinism import prepare
+    """Show the numerics profile, its pins, whether it runs here, and the lock it records."""
+    from dlm_git import numerics
+    from dlm_git.determinism import plan, prepare
     from dlm_git.train.run import pinned_versions
 
-    env = prepare(0, device, threads or None)
-    hw, flags, klass = env.hardware, env.flags, env.klass
-    report = {
-        "hardware_tier": hw.tier,
-        "determinism_class": klass,
-        "determinism_flags": flags,
-        "hardware": hw.details,
-        "pinned_versions": pinned_versions(),
-    }
+    profiles = [numerics.describe(p) for p in numerics.PROFILES.values()]
+    report: dict[str, Any] = {"profiles": profiles, "machine": numerics.diagnosis()}
+    try:
+        env = prepare(0, plan(device, numerics_name), threads)
+    except numerics.NumericsError as exc:
+        report["error"] = exc.one_line()
+        _show(report, as_json)
+        raise typer.Exit(1) from None
+    report.update(
+        {
+            "numerics": numerics.describe(env.profile),
+            "hardware_tier": env.hardware.tier,
+            "determinism_class": env.klass,
+            "determinism_flags": env.flags,
+            "hardware": env.hardware.details,
+            "pinned_versions": pinned_versions(),
+        }
+    )
+    _show(report, as_json)
+
+
+def _show(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json(report)
         return
-    typer.echo(f"hardware tier       {hw.tier}")
-    typer.echo(f"determinism class   {klass}")
-    for key, value in sorted(hw.details.items()):
+    if "numerics" in report:
+        p = report["numerics"]
+        typer.echo(f"numerics profile    {p['name']}: {p['summary']}")
+        for key, value in sorted(p["pins"].items()):
+            typer.echo(f"  pins {key:<21}{value}")
+        typer.echo(f"hardware tier       {report['hardware_tier']}")
+        typer.echo(f"determinism class   {report['determinism_class']}")
+    typer.echo("profiles on this machine")
+    for p in report["profiles"]:
+        state = "runs here" if p["runnable_here"] else f"cannot run here: {p['why_not']}"
+        portable = "portable" if p["portable"] else "this machine only"
+        typer.echo(f"  {p['name']:<12}{p['device']:<6}{portable:<19}{state}")
+    typer.echo("machine (diagnosis, not drift under a pinned profile)")
+    for key, value in sorted(report["machine"].items()):
         typer.echo(f"  {key:<26}{value}")
-    typer.echo("determinism flags")
-    for key, value in sorted(flags.items()):
+    if "error" in report:
+        typer.echo(f"error: {report['error']}", err=True)
+        return
+    typer.echo("determinism flags (recorded in dlm.lock)")
+    for key, value in sorted(report["determinism_flags"].items()):
         typer.echo(f"  {key:<26}{value}")
     typer.echo("versions")
-    for key, value in sorted(pinned_versions().items()):
+    for key, value in sorted(report["pinned_versions"].items()):
         typer.echo(f"  {key:<26}{value}")

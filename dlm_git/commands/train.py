@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import typer
 
 from dlm_git.errors import UsageError
+from dlm_git.layout import MANIFEST_NAME
 from dlm_git.output import emit_json
 
 
@@ -21,8 +23,17 @@ def train(
     ignore_lock: bool = typer.Option(False, "--ignore-lock", help="Skip validation; don't write."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the tokenized-section cache."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int = typer.Option(
-        0, "--threads", help="CPU threads (default: DLM_GIT_THREADS or 2)."
+    threads: int | None = typer.Option(
+        None, "--threads", help="CPU threads, 1-1024 (default: DLM_GIT_THREADS or 2)."
+    ),
+    numerics: str | None = typer.Option(
+        None,
+        "--numerics",
+        help="Numerics profile: x86-64-v3, armv8-a, native, cuda or auto (default: the"
+        " document's training.numerics, else the device's default).",
+    ),
+    segment_every: int | None = typer.Option(
+        None, "--segment-every", help="Segment snapshot interval in steps (0: none)."
     ),
     accept_license: bool = typer.Option(
         False, "--accept-license", help="Accept the base model's license (recorded in the lock)."
@@ -59,16 +70,22 @@ def train(
         )
     if device not in ("auto", "cpu", "cuda", "mps") and not device.startswith("cuda:"):
         raise UsageError("train", f"unknown --device '{device}'", "use auto, cpu, cuda or mps")
-    if threads < 0:
-        raise UsageError("train", "--threads must be positive")
+    if segment_every is not None and segment_every < 0:
+        raise UsageError("train", "--segment-every must be 0 or more")
+    if numerics is not None and numerics != "auto":
+        from dlm_git.numerics import profile_named
+
+        profile_named(numerics)
     options = TrainOptions(
         lock_mode=modes[0] if modes else "default",  # type: ignore[arg-type]
         use_cache=not no_cache,
         device=device,
-        threads=threads or None,
+        threads=threads,
         accept_license=accept_license,
         quiet=quiet or as_json,
         tiny_dir=tiny_dir,
+        numerics=numerics,
+        segment_every=segment_every,
     )
     outcome = run_train(doc, options)
     m = outcome.manifest
@@ -80,11 +97,15 @@ def train(
                 "tensor_root": outcome.tensor_root,
                 "determinism_class": outcome.lock.determinism_class,
                 "hardware_tier": outcome.lock.hardware_tier,
+                "numerics": outcome.lock.determinism_flags.get("numerics"),
                 "steps": m.training.steps,
                 "final_loss_hex": m.training.final_loss_hex,
                 "lock_written": outcome.lock_written,
                 "lock_sha256": m.lock_sha256,
                 "warnings": [f.describe() for f in outcome.warnings],
+                "warning_findings": [asdict(f) for f in outcome.warnings],
+                "lock": outcome.lock.model_dump(mode="json"),
+                "manifest_path": str(outcome.doc_path.parent / MANIFEST_NAME),
                 "run": outcome.run_record,
             }
         )
@@ -95,7 +116,8 @@ def train(
     typer.echo(f"  adapter sha256   {outcome.adapter_sha256}")
     typer.echo(f"  tensor root      {outcome.tensor_root}")
     typer.echo(
-        f"  determinism      {outcome.lock.determinism_class} on {outcome.lock.hardware_tier}"
+        f"  determinism      {outcome.lock.determinism_class} on {outcome.lock.hardware_tier},"
+        f" numerics {outcome.lock.determinism_flags.get('numerics')}"
         f" (threads={outcome.lock.determinism_flags.get('threads')})"
     )
     typer.echo(

@@ -30,11 +30,20 @@ def verify(
     tiny_dir: Path = typer.Option(None, "--tiny-dir", help="Built tiny base directory."),
     sample: int = typer.Option(2, "--sample", help="With --level segments: segments to replay."),
     seed: int = typer.Option(None, "--seed", help="With --level segments: sampling seed."),
+    tolerance: float = typer.Option(
+        1e-3,
+        "--tolerance",
+        help="With --level replay: the largest relative L2 distance per tensor accepted when"
+        " bit equality is not expected (yours; never read from the commit).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that recorded hashes are what the inputs and outputs really are."""
     if level not in LEVELS:
         raise UsageError("verify", f"unknown --level '{level}'", "use hash, replay or segments")
+    from dlm_git.verify.replay import check_tolerance
+
+    check_tolerance(tolerance)
     if worktree:
         if doc is None:
             raise UsageError("verify", "--worktree needs --doc PATH")
@@ -52,7 +61,7 @@ def verify(
         if level != "hash":
             from dlm_git.verify.replay import replay_reports
 
-            reports = replay_reports(root, commit, reports, level, sample, seed)
+            reports = replay_reports(root, commit, reports, level, sample, seed, tolerance)
     finish(reports, report, as_json)
 
 

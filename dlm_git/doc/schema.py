@@ -69,6 +69,20 @@ class TrainingConfig(Frozen):
     cache: CacheConfig = CacheConfig()
     segment_every: Annotated[int, Field(ge=0)] | None = None
     """Segment snapshot interval in optimizer steps; None: about 4 segments; 0: none."""
+    numerics: str | None = None
+    """Numerics profile (`dlm_git.numerics`); None: the default for the device. Recorded
+    in `dlm.lock`, not in the manifest's training config."""
+
+    @field_validator("numerics")
+    @classmethod
+    def _known_profile(cls, value: str | None) -> str | None:
+        from dlm_git.numerics import PROFILES
+
+        if value is not None and value != "auto" and value not in PROFILES:
+            raise ValueError(
+                f"unknown numerics profile {value!r}; use one of {', '.join(PROFILES)}"
+            )
+        return None if value == "auto" else value
 
     @field_validator("target_modules")
     @classmethod

@@ -11,7 +11,9 @@ and every read here goes through git's plumbing, which honours it):
 3. stale record    staged .dlm / sources vs the staged manifest (dlm_sha256, sources root);
                    the sources are re-expanded from the index only when something that
                    can change their root differs from HEAD (see `sources_unchanged`)
-4. determinism     same inputs as HEAD's manifest but another adapter: ERROR if `strong`
+4. determinism     same inputs as HEAD's manifest but another adapter: ERROR when the
+                   numerical setup is the same and its profile promises bits (class
+                   `strong` by this dlm-git's profile table), else WARN naming the cause
 Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict true`) makes WARN an ERROR.
 Never imports torch, transformers, peft or dvc.
 """
@@ -29,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from dlm_git import gitio
+from dlm_git import gitio, numerics
 from dlm_git.doc.peek import outside_sources, peek_frontmatter, source_dirs
 from dlm_git.dvcfiles import cache_object, dir_listing, find_out_in, stages_naming
 from dlm_git.errors import DlmGitError
@@ -510,21 +512,53 @@ class Checker:
             and hm.get("config_sha256") == m.get("config_sha256")
             and (hm.get("base") or {}).get("tensor_root")
             == (m.get("base") or {}).get("tensor_root")
-            and all(hl.get(k) == lock.get(k) for k in LOCK_TUPLE)
         )
         old = (hm.get("adapter") or {}).get("tensor_root")
         new = (m.get("adapter") or {}).get("tensor_root")
-        if same_inputs and old != new:
-            klass = lock.get("determinism_class")
+        if not same_inputs or old == new:
+            return
+        moved = f"same inputs as HEAD but a different adapter ({str(old)[:16]} -> {str(new)[:16]})"
+        causes = setup_changes(hl, lock)
+        if causes:
             self.add(
-                "ERROR" if klass == "strong" else "WARN",
+                "WARN",
                 s.rel,
                 "determinism",
-                f"same inputs as HEAD but a different adapter ({str(old)[:16]} -> "
-                f"{str(new)[:16]}) under class {klass}",
-                "investigate nondeterminism: compare `dlm-git doctor` with the lock;"
-                " see docs/hooks.md",
+                f"{moved}, explained by a different setup: {'; '.join(causes)}",
+                "expected when the numerics setup changes; keep one profile per document"
+                " (training.numerics, --numerics) to keep one adapter; see docs/determinism.md",
             )
+            return
+        flags = lock.get("determinism_flags")
+        flags = flags if isinstance(flags, dict) else {}
+        klass = numerics.determinism_class(flags, str(lock.get("hardware_tier")))
+        profile = flags.get("numerics", "none recorded")
+        self.add(
+            "ERROR" if klass == "strong" else "WARN",
+            s.rel,
+            "determinism",
+            f"{moved} under the same numerics setup (profile {profile}, class {klass}):"
+            " the training was not reproducible",
+            "investigate nondeterminism: compare `dlm-git doctor` with the lock; see docs/hooks.md",
+        )
+
+
+def setup_changes(prior: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What differs between two locks' numerical setups (profile, flags, versions, ...)."""
+    out: list[str] = []
+    for key in LOCK_TUPLE:
+        a, b = prior.get(key), current.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [
+                f"{key}.{k} {a.get(k)!r} -> {b.get(k)!r}"
+                for k in sorted(set(a) | set(b))
+                if a.get(k) != b.get(k)
+            ]
+        else:
+            out.append(f"{key} {a!r} -> {b!r}")
+    return out
 
 
 def run(cwd: Path) -> int:

@@ -25,6 +25,7 @@ DEFAULT_PIPELINE_PARAMS: dict[str, Any] = {
     "lock_mode": "default",
     "verify_level": "hash",
     "device": "cpu",
+    "numerics": "auto",
     "threads": 2,
 }
 
@@ -49,10 +50,15 @@ STAGES: dict[str, Any] = {
             "cmd": (
                 f"dlm-git train ${{item}} --tiny-dir {TINY_DIR} --quiet"
                 " --lock-mode ${pipeline.lock_mode} --device ${pipeline.device}"
-                " --threads ${pipeline.threads}"
+                " --numerics ${pipeline.numerics} --threads ${pipeline.threads}"
             ),
             "deps": ["${item}/tokens", TINY_DIR],
-            "params": ["pipeline.lock_mode", "pipeline.device", "pipeline.threads"],
+            "params": [
+                "pipeline.lock_mode",
+                "pipeline.device",
+                "pipeline.numerics",
+                "pipeline.threads",
+            ],
             "outs": [
                 "${item}/adapter",
                 "${item}/segments",

@@ -71,6 +71,11 @@ class TrainOptions:
     segment_every: int | None = None
     tiny_dir: Path | None = None
     """Use this directory as the built-in tiny base (the pipeline's `base` stage output)."""
+    numerics: str | None = None
+    """Numerics profile (None or `auto`: the document's `training.numerics`, else the
+    default for the device)."""
+    replay_flags: dict[str, Any] | None = None
+    """A replay: the recorded `determinism_flags` (a `native` replay forces them)."""
 
 
 @dataclass
@@ -177,7 +182,7 @@ def effective_config(
     from dlm_git.train.loop import MAX_GRAD_NORM, OPTIMIZER
 
     cfg = training.model_dump(
-        mode="json", exclude={"cache", "sources", "sources_policy", "segment_every"}
+        mode="json", exclude={"cache", "sources", "sources_policy", "segment_every", "numerics"}
     )
     cfg.update(
         {
@@ -301,16 +306,38 @@ def _progress_printer(quiet: bool) -> Any:
 
 
 def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
+    """Train `target` under its numerics profile: here, or in a fresh interpreter when
+    torch already runs in this process under other kernel settings."""
+    from dlm_git import numerics
+    from dlm_git.determinism import check_threads, plan
+
+    loaded = load_document(target)
+    check_threads(options.threads)
+    run_plan = plan(
+        options.device,
+        options.numerics,
+        loaded.doc.frontmatter.training.numerics,
+        options.replay_flags,
+    )
+    if not numerics.can_run_in_process(run_plan.env):
+        from dlm_git.train.child import train_in_child
+
+        name = run_plan.profile.name if run_plan.profile is not None else None
+        return train_in_child(target, options, name, run_plan.device, run_plan.env)
+    numerics.activate(run_plan.env)  # before anything below imports torch
+    return _train_here(loaded, options, run_plan)
+
+
+def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Any) -> TrainOutcome:
     from dlm_git.determinism import prepare
 
     t_start = time.perf_counter()
-    loaded = load_document(target)
     fm = loaded.doc.frontmatter
     training = fm.training
     resolved = resolve_base(
         fm.base_model, loaded.doc.directory, loaded.repo_root, tiny_dir=options.tiny_dir
     )
-    env = prepare(training.seed, options.device, options.threads)
+    env = prepare(training.seed, run_plan, options.threads)
     device, hw = env.device, env.hardware
     current = build_lock(loaded, resolved, hw, env.flags, env.klass, options.accept_license)
     layout = loaded.layout
@@ -469,8 +496,9 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
         "tokens_per_second": round(result.tokens / t_train, 1) if t_train > 0 else None,
         "cache": tok.cache_stats,
         "tokens_source": tok.source,
-        "cpu_model": hw.details.get("cpu_model"),
         "host_python": platform.python_version(),
+        "numerics": env.profile.name,
+        "machine": {k: v for k, v in hw.details.items() if k != "threads"},
     }
     atomic_write_bytes(layout.run_record, canonical_json(run_record))
     return TrainOutcome(

@@ -2,33 +2,37 @@
 
 Invariants:
 - The replay trains a copy of the commit's document and sources (from git objects) in a
-  temp directory with the lock's seed and recorded thread count; the work tree, the index,
-  the token cache and `tokens/` are not used (`--no-cache` semantics).
-- Same hardware tier and determinism flags under class `strong`: the only passing verdict
-  is `BITWISE` (identical adapter bytes); anything else is `MISMATCH`, naming the first
-  tensor that differs.
-- Otherwise bit-equality is not promised: the replay is compared per tensor by relative
-  L2 distance against `verify.tolerance.max_rel_l2` from the commit's params.yaml (a
-  tolerance declared before the run), giving `WITHIN_TOLERANCE` or `MISMATCH`, and the
-  report says why bit-equality was not expected.
-- Base not available → `CANNOT_VERIFY` with what to fetch.
+  temp directory under the lock's numerics profile, seed and thread count; the work tree,
+  the index, the token cache and `tokens/` are not used (`--no-cache` semantics). The
+  profile's kernel variables are pinned before torch initialises (in a child process when
+  this one already runs torch under other values), so any machine able to run the
+  profile reproduces the adapter bit for bit.
+- Whether bits are expected is decided by this dlm-git (`numerics.expect_bits`) from the
+  recorded profile, the replay's own kernel facts and the library versions; the commit's
+  claims (its determinism class, its params) set no bar.
+- Verdicts never accuse without evidence: `MISMATCH` only when bits were expected and
+  differ, or when a tolerance comparison against the recorded adapter ran and failed.
+  Bits not expected and the recorded adapter absent → `CANNOT_VERIFY` with the reason
+  and the fix; a profile this machine cannot run → `CANNOT_VERIFY` naming what can.
+- The tolerance is the auditor's (`--tolerance`, default `DEFAULT_MAX_REL_L2`), never read
+  from the commit.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from dlm_git import gitio
+from dlm_git import gitio, numerics
 from dlm_git.doc.peek import source_dirs
-from dlm_git.errors import DlmGitError
+from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.layout import LOCK_NAME
 from dlm_git.manifest.records import ADAPTER_WEIGHTS
 from dlm_git.verify.checks import Check
 from dlm_git.verify.commit import assemble_adapter
+from dlm_git.verify.profile import Setup, recorded_setup
 from dlm_git.verify.report import CANNOT_VERIFY, DocReport
 
 DEFAULT_MAX_REL_L2 = 1e-3
@@ -37,14 +41,13 @@ WITHIN_TOLERANCE = "WITHIN_TOLERANCE"
 MISMATCH = "MISMATCH"
 
 
-def declared_tolerance(root: Path, sha: str) -> float:
-    data = gitio.cat_files([f"{sha}:params.yaml"], root).get(f"{sha}:params.yaml")
-    try:
-        params = yaml.safe_load(data.decode("utf-8")) if data else {}
-        value = ((params or {}).get("verify") or {}).get("tolerance", {}).get("max_rel_l2")
-    except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
-        value = None
-    return float(value) if isinstance(value, (int, float)) else DEFAULT_MAX_REL_L2
+def check_tolerance(value: float) -> float:
+    """The auditor's tolerance: finite and in [0, 1]."""
+    if not math.isfinite(value) or not 0 <= value <= 1:
+        raise UsageError(
+            "--tolerance", f"must be a number from 0 to 1, got {value!r}", "e.g. --tolerance 1e-3"
+        )
+    return value
 
 
 def tensor_distances(a: Path, b: Path) -> dict[str, float]:
@@ -65,16 +68,11 @@ def tensor_distances(a: Path, b: Path) -> dict[str, float]:
     return out
 
 
-def replay_doc(root: Path, sha: str, report: DocReport) -> DocReport:
-    from dlm_git.determinism import detect_hardware
+def replay_doc(root: Path, sha: str, report: DocReport, tolerance: float) -> DocReport:
     from dlm_git.lock.io import parse_lock_json
-    from dlm_git.train.run import TrainOptions, run_train
 
     doc_rel = report.doc
-    prefix = "" if doc_rel == "." else doc_rel + "/"
-    lock_bytes = gitio.cat_files([f"{sha}:{prefix}{LOCK_NAME}"], root).get(
-        f"{sha}:{prefix}{LOCK_NAME}"
-    )
+    lock_bytes = _blob(root, sha, _in_doc(doc_rel, LOCK_NAME))
     checks = list(report.checks)
     if lock_bytes is None:
         checks.append(Check("replay", False, "no dlm.lock to replay against"))
@@ -84,68 +82,66 @@ def replay_doc(root: Path, sha: str, report: DocReport) -> DocReport:
     checks.append(Check("replay.versions", versions_ok, versions_detail))
     if not versions_ok:
         return _with(report, checks, CANNOT_VERIFY if report.ok else report.verdict, [])
-    flags = lock.get("determinism_flags") or {}
-    threads = int(flags.get("threads") or 1)
-    device = str(flags.get("device") or "cpu")
+    setup = recorded_setup(lock)
+    if isinstance(setup, tuple):
+        checks.append(setup[0])
+        return _with(report, checks, setup[1] if report.ok else report.verdict, [])
+    checks.append(Check("replay.profile", True, setup.describe()))
     with tempfile.TemporaryDirectory(prefix="dlm-git-replay-") as tmp:
         work = Path(tmp)
-        tree = work / "tree"
-        (tree / ".git").mkdir(parents=True)
-        dlm = [p for p in gitio.ls_files([doc_rel], root, rev=sha) if p.endswith(".dlm")]
-        dlm_bytes = (
-            gitio.cat_files([f"{sha}:{dlm[0]}"], root).get(f"{sha}:{dlm[0]}") if dlm else b""
-        )
-        gitio.materialize([doc_rel, *source_dirs(doc_rel, dlm_bytes or b"")], tree, root, rev=sha)
         try:
-            outcome = run_train(
-                tree / doc_rel,
-                TrainOptions(
-                    lock_mode="ignore", use_cache=False, device=device, threads=threads, quiet=True
-                ),
-            )
+            outcome = _retrain(root, sha, doc_rel, setup, work / "tree")
         except DlmGitError as exc:
             checks.append(Check("replay", False, f"cannot replay: {exc.one_line()}"))
             return _with(report, checks, CANNOT_VERIFY, [])
-        now = detect_hardware(device, threads)
-        same_setup = (
-            lock.get("hardware_tier") == outcome.lock.hardware_tier
-            and flags == outcome.lock.determinism_flags
-            and lock.get("pinned_versions") == outcome.lock.pinned_versions
-        )
-        expect_bitwise = same_setup and lock.get("determinism_class") == "strong"
+        notes = [f"replayed under {setup.profile.name} with threads={setup.threads}"]
         recorded_sha = report.adapter_sha256
-        notes: list[str] = [f"replayed on {now.tier} with threads={threads}"]
         if recorded_sha is not None and outcome.adapter_sha256 == recorded_sha:
             checks.append(Check("replay", True, f"bitwise identical adapter {recorded_sha[:16]}"))
             return _with(report, checks, BITWISE if report.ok else report.verdict, notes)
+        expectation = numerics.expect_bits(
+            setup.flags,
+            outcome.lock.determinism_flags,
+            lock.get("pinned_versions") or {},
+            outcome.lock.pinned_versions,
+            outcome.lock.hardware_tier,
+        )
+        replayed = work / "tree" / doc_rel / "adapter" / ADAPTER_WEIGHTS
         recorded_dir = work / "recorded"
-        dvc_lock = gitio.cat_files([f"{sha}:dvc.lock"], root).get(f"{sha}:dvc.lock")
-        missing = assemble_adapter(root, dvc_lock, doc_rel, recorded_dir)
-        if expect_bitwise or missing is not None:
-            first = None
+        missing = assemble_adapter(root, _blob(root, sha, "dvc.lock"), doc_rel, recorded_dir)
+        detail = (
+            f"replayed adapter {outcome.adapter_sha256[:16]} != recorded {str(recorded_sha)[:16]}"
+        )
+        if expectation.bits:
             if missing is None:
-                dist = tensor_distances(
-                    recorded_dir / ADAPTER_WEIGHTS, tree / doc_rel / "adapter" / ADAPTER_WEIGHTS
+                first = next(
+                    (
+                        n
+                        for n, d in tensor_distances(
+                            recorded_dir / ADAPTER_WEIGHTS, replayed
+                        ).items()
+                        if d != 0.0
+                    ),
+                    None,
                 )
-                first = next((n for n, d in dist.items() if d != 0.0), None)
-            why = "same tier, flags and versions under class strong: bit equality expected"
-            detail = (
-                f"replayed adapter {outcome.adapter_sha256[:16]}"
-                f" != recorded {str(recorded_sha)[:16]}"
-            )
-            if first:
-                detail += f"; first differing tensor {first}"
+                detail += f"; first differing tensor {first}" if first else ""
             checks.append(
-                Check("replay", False, f"{detail} ({why if expect_bitwise else missing})")
+                Check("replay", False, f"{detail} (bit equality expected: {expectation.reason})")
             )
             return _with(report, checks, MISMATCH, notes)
-        tolerance = declared_tolerance(root, sha)
-        dist = tensor_distances(
-            recorded_dir / ADAPTER_WEIGHTS, tree / doc_rel / "adapter" / ADAPTER_WEIGHTS
-        )
+        notes.append(f"bit equality not expected: {expectation.reason}")
+        if missing is not None:
+            checks.append(
+                Check(
+                    "replay",
+                    False,
+                    f"{detail}; bit equality not expected ({expectation.reason}) and the recorded"
+                    f" adapter is not available to compare within tolerance ({missing})",
+                )
+            )
+            return _with(report, checks, CANNOT_VERIFY, notes)
+        dist = tensor_distances(recorded_dir / ADAPTER_WEIGHTS, replayed)
         worst_name, worst = max(dist.items(), key=lambda kv: kv[1]) if dist else ("-", 0.0)
-        reason = _why_not_bitwise(lock, outcome.lock.model_dump(mode="json"))
-        notes.append(f"bit equality not expected: {reason}")
         ok = worst <= tolerance
         checks.append(
             Check(
@@ -155,6 +151,33 @@ def replay_doc(root: Path, sha: str, report: DocReport) -> DocReport:
             )
         )
         return _with(report, checks, WITHIN_TOLERANCE if ok and report.ok else MISMATCH, notes)
+
+
+def _retrain(root: Path, sha: str, doc_rel: str, setup: Setup, tree: Path) -> Any:
+    from dlm_git.train.run import TrainOptions, run_train
+
+    (tree / ".git").mkdir(parents=True)
+    dlm = [p for p in gitio.ls_files([doc_rel], root, rev=sha) if p.endswith(".dlm")]
+    dlm_bytes = _blob(root, sha, dlm[0]) if dlm else b""
+    gitio.materialize([doc_rel, *source_dirs(doc_rel, dlm_bytes or b"")], tree, root, rev=sha)
+    options = TrainOptions(
+        lock_mode="ignore",
+        use_cache=False,
+        device=setup.device,
+        threads=setup.threads,
+        quiet=True,
+        numerics=setup.profile.name,
+        replay_flags=setup.flags,
+    )
+    return run_train(tree / doc_rel, options)
+
+
+def _in_doc(doc_rel: str, name: str) -> str:
+    return name if doc_rel == "." else f"{doc_rel}/{name}"
+
+
+def _blob(root: Path, sha: str, path: str) -> bytes | None:
+    return gitio.cat_files([f"{sha}:{path}"], root).get(f"{sha}:{path}")
 
 
 def _replayable_torch(lock: dict[str, Any]) -> tuple[bool, str]:
@@ -175,17 +198,6 @@ def _replayable_torch(lock: dict[str, Any]) -> tuple[bool, str]:
     return True, f"torch {installed} (recorded {recorded})"
 
 
-def _why_not_bitwise(recorded: dict[str, Any], now: dict[str, Any]) -> str:
-    if recorded.get("determinism_class") != "strong":
-        return f"recorded class is {recorded.get('determinism_class')}"
-    diffs = [
-        k
-        for k in ("hardware_tier", "determinism_flags", "pinned_versions")
-        if recorded.get(k) != now.get(k)
-    ]
-    return "different " + ", ".join(diffs) if diffs else "unknown"
-
-
 def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]) -> DocReport:
     return DocReport(
         doc=report.doc,
@@ -199,11 +211,17 @@ def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]
 
 
 def replay_reports(
-    root: Path, rev: str, reports: list[DocReport], level: str, sample: int, seed: int | None
+    root: Path,
+    rev: str,
+    reports: list[DocReport],
+    level: str,
+    sample: int,
+    seed: int | None,
+    tolerance: float = DEFAULT_MAX_REL_L2,
 ) -> list[DocReport]:
     sha = gitio.resolve_commit(rev, root) or rev
     if level == "segments":
         from dlm_git.verify.segments import segment_reports
 
         return segment_reports(root, sha, reports, sample, seed)
-    return [replay_doc(root, sha, r) for r in reports]
+    return [replay_doc(root, sha, r, check_tolerance(tolerance)) for r in reports]

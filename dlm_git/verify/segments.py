@@ -14,13 +14,19 @@ Invariants:
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import secrets
+import subprocess
+import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dlm_git import gitio
+from dlm_git import gitio, numerics
+from dlm_git.determinism import Plan, plan
 from dlm_git.doc.peek import source_dirs
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
@@ -28,6 +34,7 @@ from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
 from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
 from dlm_git.verify.checks import Check
 from dlm_git.verify.commit import assemble_adapter, assemble_out
+from dlm_git.verify.profile import Setup, recorded_setup
 from dlm_git.verify.report import CANNOT_VERIFY, DocReport
 
 SEGMENTS_OK = "SEGMENTS_BITWISE"
@@ -112,6 +119,20 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
             )
         )
         return _with(report, checks, CANNOT_VERIFY, notes)
+    from dlm_git.lock.io import parse_lock_json
+
+    lock_bytes = blobs.get(f"{sha}:{prefix}{LOCK_NAME}")
+    if lock_bytes is None:
+        checks.append(Check("segments.replay", False, "no dlm.lock to replay against"))
+        return _with(report, checks, CANNOT_VERIFY, notes)
+    lock = parse_lock_json(lock_bytes, LOCK_NAME)
+    setup = recorded_setup(lock)
+    if isinstance(setup, tuple):
+        checks.append(setup[0])
+        return _with(report, checks, setup[1], notes)
+    run_plan = plan(setup.device, setup.profile.name, None, setup.flags)
+    if not numerics.can_run_in_process(run_plan.env):
+        return segment_doc_in_child(root, sha, report, sample, seed, run_plan.env)
     with tempfile.TemporaryDirectory(prefix="dlm-git-segments-") as tmp:
         work = Path(tmp)
         seg_dir, adapter_dir = work / "segments", work / "adapter"
@@ -141,12 +162,12 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         picks = sorted(random.Random(seed).sample(range(1, n + 1), min(sample, n)))
         notes.append(f"replaying segments {picks} of {n}")
         try:
-            results = replay_segments(
+            results, expectation = replay_segments(
                 root,
                 sha,
                 doc_rel,
                 manifest,
-                blobs.get(f"{sha}:{prefix}{LOCK_NAME}") or b"",
+                (setup, run_plan, lock.get("pinned_versions") or {}),
                 boundaries,
                 digests,
                 picks,
@@ -155,6 +176,8 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         except DlmGitError as exc:
             checks.append(Check("segments.replay", False, f"cannot replay: {exc.one_line()}"))
             return _with(report, checks, CANNOT_VERIFY, notes)
+    if not expectation.bits:
+        notes.append(f"bit equality not expected: {expectation.reason}")
     for index, problem in results:
         start, end = boundaries[index - 1][0], boundaries[index][0]
         checks.append(
@@ -165,7 +188,43 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
             )
         )
     ok = all(c.ok for c in checks)
-    return _with(report, checks, SEGMENTS_OK if ok else "MISMATCH", notes)
+    # A diverging segment accuses only where bits were expected.
+    verdict = SEGMENTS_OK if ok else ("MISMATCH" if expectation.bits else CANNOT_VERIFY)
+    return _with(report, checks, verdict, notes)
+
+
+def segment_doc_in_child(
+    root: Path,
+    sha: str,
+    report: DocReport,
+    sample: int,
+    seed: int,
+    env: Mapping[str, str | None],
+) -> DocReport:
+    """The same check in a fresh interpreter that pins the recorded profile (this process
+    already runs torch under other kernel settings)."""
+    argv = [sys.executable, "-m", "dlm_git", "verify", sha, "--doc", report.doc]
+    argv += ["--level", "segments", "--sample", str(sample), "--seed", str(seed), "--json"]
+    env_child = numerics.apply_to(dict(os.environ), env)
+    proc = subprocess.run(argv, cwd=root, env=env_child, capture_output=True, text=True)
+    try:
+        doc = json.loads(proc.stdout)["documents"][0]
+        checks = [Check(str(c["name"]), bool(c["ok"]), str(c["detail"])) for c in doc["checks"]]
+    except (ValueError, KeyError, IndexError, TypeError):
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        why = lines[-1] if lines else f"exit {proc.returncode}"
+        checks = [*report.checks, Check("segments.replay", False, f"cannot replay: {why}")]
+        return _with(report, checks, CANNOT_VERIFY, [])
+    known = {"doc", "level", "verdict", "checks", "adapter_sha256", "notes", "passed", "failed"}
+    return DocReport(
+        doc=report.doc,
+        level="segments",
+        verdict=str(doc["verdict"]),
+        checks=checks,
+        adapter_sha256=report.adapter_sha256,
+        notes=[str(n) for n in doc.get("notes", [])],
+        extra={k: v for k, v in doc.items() if k not in known},
+    )
 
 
 def replay_segments(
@@ -173,26 +232,24 @@ def replay_segments(
     sha: str,
     doc_rel: str,
     manifest: Any,
-    lock_bytes: bytes,
+    pinned: tuple[Setup, Plan, Mapping[str, Any]],
     boundaries: list[tuple[int, bytes, bytes]],
     digests: list[str],
     picks: list[int],
     work: Path,
-) -> list[tuple[int, str | None]]:
+) -> tuple[list[tuple[int, str | None]], numerics.Expectation]:
     from safetensors.numpy import load
 
     from dlm_git.base.resolve import resolve_base
-    from dlm_git.determinism import apply_determinism
+    from dlm_git.determinism import prepare
     from dlm_git.doc.load import load_document
-    from dlm_git.lock.io import parse_lock_json
     from dlm_git.train.loop import make_trainer, train_loop
     from dlm_git.train.pipeline import tokenize_document
-    from dlm_git.train.run import build_model, loop_config, resolve_precision
+    from dlm_git.train.run import build_model, loop_config, pinned_versions, resolve_precision
     from dlm_git.train.segments import capture, encode_boundary, parse_meta, restore
 
-    lock = parse_lock_json(lock_bytes, LOCK_NAME)
-    flags = lock.get("determinism_flags") or {}
-    threads, device = int(flags.get("threads") or 1), str(flags.get("device") or "cpu")
+    setup, run_plan, recorded_versions = pinned
+    numerics.activate(run_plan.env)  # before anything below imports torch
     tree = work / "tree"
     (tree / ".git").mkdir(parents=True)
     dlm = [p for p in gitio.ls_files([doc_rel], root, rev=sha) if p.endswith(".dlm")]
@@ -203,7 +260,11 @@ def replay_segments(
     resolved = resolve_base(
         loaded.doc.frontmatter.base_model, loaded.doc.directory, loaded.repo_root
     )
-    apply_determinism(training.seed, device, threads)
+    env = prepare(training.seed, run_plan, setup.threads)
+    device = env.device
+    expectation = numerics.expect_bits(
+        setup.flags, env.flags, recorded_versions, pinned_versions(), env.hardware.tier
+    )
     tok = tokenize_document(loaded, resolved, use_cache=False)
     if tok.stream_root != manifest.tokens.root:
         raise DlmGitError("segments", "re-tokenized stream differs from the manifest's token root")
@@ -236,7 +297,7 @@ def replay_segments(
                 f" first divergent step {step}",
             )
         )
-    return results
+    return results, expectation
 
 
 def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]) -> DocReport:

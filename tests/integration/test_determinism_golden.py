@@ -2,9 +2,11 @@
 
 The fixture document of `dlm_git.golden` is trained in fresh interpreters (different
 `PYTHONHASHSEED`, working directory and repository path); the adapters must be
-byte-identical, and equal to the golden approved for this machine's determinism tuple in
-`.determinism/lock.json` when there is one (`scripts/regen-determinism-golden.py --approve`
-records it).
+byte-identical, and equal to the golden approved for the determinism tuple in
+`.determinism/lock.json` (`scripts/regen-determinism-golden.py --approve` records it).
+The fixture trains under the default profile, `x86-64-v3` on x86-64: its tuple is the
+same on every x86-64 machine with AVX2, so the golden is asserted there, and a missing
+or different one fails.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dlm_git.golden import (
 from dlm_git.hashing import canonical_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+PORTABLE_PROFILE = "x86-64-v3"
 RecordProperty = Callable[[str, object], None]
 
 
@@ -89,6 +92,9 @@ def test_matches_the_approved_golden_for_this_tuple(
             f"(adapter {run.adapter_sha256}); to record one run "
             "`python scripts/regen-determinism-golden.py --approve`"
         )
+        # The portable profile has one golden for every x86-64 AVX2 machine with the
+        # pinned versions: a missing one is a failure there, never a warning.
+        assert run.lock["determinism_flags"].get("numerics") != PORTABLE_PROFILE, message
         print(message)
         warnings.warn(message, UserWarning, stacklevel=1)
         return

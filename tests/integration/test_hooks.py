@@ -486,7 +486,8 @@ def test_same_inputs_different_adapter_is_refused_under_strong(retrained_repo: P
     lines = [line for line in err.splitlines() if line.startswith("dlm-git: ERROR")]
     assert lines == [
         f"dlm-git: ERROR {DOC}: same inputs as HEAD but a different adapter "
-        f"({old_root[:16]} -> {new_root[:16]}) under class strong (investigate "
+        f"({old_root[:16]} -> {new_root[:16]}) under the same numerics setup (profile "
+        "x86-64-v3, class strong): the training was not reproducible (investigate "
         "nondeterminism: compare `dlm-git doctor` with the lock; see docs/hooks.md)"
     ], err
 

@@ -45,7 +45,12 @@ LOCK: dict[str, Any] = {
     "base_model_sha256": "d6" * 32,
     "cuda_version": None,
     "determinism_class": "strong",
-    "determinism_flags": {"device": "cpu", "threads": 2, "deterministic_algorithms": True},
+    "determinism_flags": {
+        "device": "cpu",
+        "threads": 2,
+        "deterministic_algorithms": True,
+        "numerics": "x86-64-v3",
+    },
     "dlm_id": "01M800GRBP0GEV3WAMXAHDD42B",
     "dlm_sha256": "79" * 32,
     "hardware_tier": "cpu",
@@ -288,14 +293,31 @@ def other_adapter() -> dict[str, Any]:
     return m
 
 
-@pytest.mark.parametrize(("klass", "level"), [("strong", "ERROR"), ("best_effort", "WARN")])
-def test_same_inputs_other_adapter(checker: Checker, klass: str, level: str) -> None:
-    lock = {**LOCK, "determinism_class": klass}
-    checker.check_drift(drift_state(other_adapter(), lock), other_adapter(), lock)
+@pytest.mark.parametrize(
+    ("profile", "klass", "level"),
+    [
+        ("x86-64-v3", "strong", "ERROR"),
+        ("native", "strong", "ERROR"),
+        ("armv8-a", "best-effort", "WARN"),
+        (None, "advisory", "WARN"),
+    ],
+)
+def test_same_inputs_other_adapter(
+    checker: Checker, profile: str | None, klass: str, level: str
+) -> None:
+    """The class comes from this dlm-git's profile table, not from the lock's claim."""
+    flags = {k: v for k, v in LOCK["determinism_flags"].items() if k != "numerics"}
+    if profile is not None:
+        flags["numerics"] = profile
+    lock = {**LOCK, "determinism_flags": flags, "determinism_class": "strong"}
+    head_lock = canonical_json(lock)
+    s = state(lock=lock, head_lock=head_lock, manifest=other_adapter(), head_manifest=MANIFEST)
+    checker.check_drift(s, other_adapter(), lock)
     assert levels(checker) == [(level, "determinism")]
     assert checker.findings[0].what == (
         f"same inputs as HEAD but a different adapter ({'a1' * 8} -> {'a2' * 8}) "
-        f"under class {klass}"
+        f"under the same numerics setup (profile {profile or 'none recorded'}, class {klass}):"
+        " the training was not reproducible"
     )
 
 
@@ -307,26 +329,46 @@ def test_same_inputs_same_adapter_is_fine(checker: Checker) -> None:
 @pytest.mark.parametrize(
     "change",
     [
-        ("manifest", "dlm_sha256", "12" * 32),
-        ("manifest", "config_sha256", "c2" * 32),
-        ("manifest", "sources", {"merkle_root": "52" * 32}),
-        ("manifest", "base", {"tensor_root": "b2" * 32}),
-        ("lock", "seed", 1),
-        ("lock", "pinned_versions", {"torch": "2.13.1"}),
-        ("lock", "hardware_tier", "cuda"),
-        ("lock", "determinism_flags", {"threads": 8}),
-        ("lock", "cuda_version", "12.4"),
-        ("lock", "rocm_version", "6.0"),
+        ("dlm_sha256", "12" * 32),
+        ("config_sha256", "c2" * 32),
+        ("sources", {"merkle_root": "52" * 32}),
+        ("base", {"tensor_root": "b2" * 32}),
     ],
 )
-def test_changed_inputs_explain_a_new_adapter(
-    checker: Checker, change: tuple[str, str, object]
-) -> None:
-    where, key, value = change
-    manifest, lock = other_adapter(), copy.deepcopy(LOCK)
-    (manifest if where == "manifest" else lock)[key] = value
-    checker.check_drift(drift_state(manifest, lock), manifest, lock)
+def test_changed_inputs_explain_a_new_adapter(checker: Checker, change: tuple[str, object]) -> None:
+    key, value = change
+    manifest = other_adapter()
+    manifest[key] = value
+    checker.check_drift(drift_state(manifest, LOCK), manifest, LOCK)
     assert checker.findings == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "cause"),
+    [
+        ("seed", 1, "seed 42 -> 1"),
+        ("pinned_versions", {"torch": "2.13.1"}, "pinned_versions.numpy '2.4.6' -> None"),
+        ("hardware_tier", "cuda", "hardware_tier 'cpu' -> 'cuda'"),
+        (
+            "determinism_flags",
+            {**LOCK["determinism_flags"], "numerics": "native", "cpu_capability": "AVX512"},
+            "determinism_flags.cpu_capability None -> 'AVX512'; "
+            "determinism_flags.numerics 'x86-64-v3' -> 'native'",
+        ),
+        ("cuda_version", "12.4", "cuda_version None -> '12.4'"),
+        ("rocm_version", "6.0", "rocm_version None -> '6.0'"),
+    ],
+)
+def test_a_setup_change_is_named_as_the_cause_of_a_new_adapter(
+    checker: Checker, key: str, value: object, cause: str
+) -> None:
+    lock = copy.deepcopy(LOCK)
+    lock[key] = value
+    checker.check_drift(drift_state(other_adapter(), lock), other_adapter(), lock)
+    assert levels(checker) == [("WARN", "determinism")]
+    what = checker.findings[0].what
+    assert what.startswith("same inputs as HEAD but a different adapter"), what
+    assert f"explained by a different setup: {cause}" in what, what
 
 
 def test_no_head_record_no_drift_check(checker: Checker) -> None:

@@ -1,0 +1,82 @@
+"""The recorded numerical setup of a commit's run, as a replay (full or segments) needs it.
+
+Invariant: everything a replay takes from the lock's `determinism_flags` is validated here
+first (an object, a thread count from 1 to 1024, a profile this dlm-git knows), and the
+profile's own requirements are checked against this machine before anything trains: a
+malformed record is FAILED, a profile this machine cannot run is CANNOT_VERIFY naming
+where it can run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dlm_git import numerics
+from dlm_git.determinism import MAX_THREADS
+from dlm_git.verify.checks import Check
+from dlm_git.verify.report import CANNOT_VERIFY, FAILED
+
+
+class Setup:
+    """The recorded numerical setup of a run, validated, that a replay re-applies."""
+
+    def __init__(self, profile: numerics.Profile, flags: Mapping[str, Any], threads: int) -> None:
+        self.profile, self.flags, self.threads = profile, dict(flags), threads
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.profile.device == "cuda" else str(self.flags.get("device") or "cpu")
+
+    def describe(self) -> str:
+        return f"profile {self.profile.name}, threads {self.threads}: runs here"
+
+
+def recorded_setup(lock: Mapping[str, Any]) -> Setup | tuple[Check, str]:
+    """The lock's profile and threads, or the failed `replay.profile` check with its
+    verdict: FAILED when the lock is malformed, CANNOT_VERIFY when this machine (or this
+    dlm-git) cannot run the profile."""
+    flags = lock.get("determinism_flags")
+    if not isinstance(flags, dict):
+        bad = "dlm.lock: determinism_flags is not an object"
+        return Check("replay.profile", False, bad), FAILED
+    threads = flags.get("threads")
+    if type(threads) is not int or not 1 <= threads <= MAX_THREADS:
+        bad = (
+            f"dlm.lock: determinism_flags.threads {threads!r} is not a count"
+            f" from 1 to {MAX_THREADS}"
+        )
+        return Check("replay.profile", False, bad), FAILED
+    name = flags.get("numerics", numerics.NATIVE)  # recorded before profiles: its own CPU path
+    profile = numerics.PROFILES.get(name) if isinstance(name, str) else None
+    if profile is None:
+        why = (
+            f"cannot replay: unknown numerics profile {name!r} (this dlm-git knows"
+            f" {', '.join(numerics.PROFILES)}; upgrade dlm-git)"
+        )
+        return Check("replay.profile", False, why), CANNOT_VERIFY
+    problem = numerics.cannot_run(profile)
+    if problem is None and profile.device == "cuda":
+        problem = numerics.cuda_problem()
+    if problem is not None:
+        why = (
+            f"cannot replay profile {profile.name} here: {problem}"
+            f" (replay {where_it_runs(profile, flags)})"
+        )
+        return Check("replay.profile", False, why), CANNOT_VERIFY
+    return Setup(profile, flags, threads)
+
+
+def where_it_runs(profile: numerics.Profile, flags: Mapping[str, Any]) -> str:
+    if profile.device == "cuda":
+        return (
+            f"on a {flags.get('gpu_name')} (sm {flags.get('gpu_capability')}) with CUDA"
+            f" {flags.get('cuda_version')} and a CUDA build of torch"
+        )
+    if profile.name == numerics.NATIVE:
+        return (
+            f"on a {flags.get('machine')} CPU like the trainer's ({flags.get('cpu_vendor')},"
+            f" {flags.get('cpu_isa')}, ATen {flags.get('cpu_capability')})"
+        )
+    needs = ", ".join(sorted(profile.cpu_flags)) or "the baseline ISA"
+    return f"on an {profile.arch} CPU with {needs}"
