@@ -147,6 +147,13 @@ def dir_listing(repo_root: Path, md5: str) -> dict[str, str] | None:
         return None  # absent or not a DVC directory listing: treated as not cached
 
 
+def dir_md5(listing: dict[str, str]) -> str:
+    """The md5 DVC names a directory out by (`<md5>.dir`): the md5 of its listing as DVC
+    serialises it (entries sorted by relpath, keys sorted, JSON's default separators)."""
+    entries = [{"md5": md5, "relpath": rel} for rel, md5 in sorted(listing.items())]
+    return hashlib.md5(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest() + ".dir"
+
+
 def md5_file(path: Path) -> str:
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "md5").hexdigest()

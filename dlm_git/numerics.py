@@ -56,6 +56,7 @@ FLAG_OF_VARIABLE = {
 }
 # x86-64-v3 (the psABI level): AVX, AVX2, BMI1/2, F16C, FMA, LZCNT (`abm`), MOVBE.
 X86_64_V3_CPU_FLAGS = frozenset({"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe"})
+CPUINFO = "/proc/cpuinfo"
 # CUDA tiers (`cuda-sm80+`, ...) whose bit-exactness under the full deterministic set was
 # measured by the golden test on real hardware (docs/determinism.md).
 CUDA_STRONG_TIERS: frozenset[str] = frozenset()
@@ -207,7 +208,7 @@ def cpu_info() -> tuple[str, str, frozenset[str]]:
     """(vendor, model name, feature flags) of this CPU, as far as the OS tells."""
     vendor, model, flags = "", "", frozenset[str]()
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+        with open(CPUINFO, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.partition(":")
                 key = key.strip()

@@ -25,14 +25,15 @@ def doctor(
     from dlm_git.determinism import plan, prepare
     from dlm_git.train.run import pinned_versions
 
-    profiles = [numerics.describe(p) for p in numerics.PROFILES.values()]
-    report: dict[str, Any] = {"profiles": profiles, "machine": numerics.diagnosis()}
-    try:
+    report: dict[str, Any] = {"machine": numerics.diagnosis()}
+    try:  # first: the profile's variables must be set before torch is imported
         env = prepare(0, plan(device, numerics_name), threads)
     except numerics.NumericsError as exc:
         report["error"] = exc.one_line()
+        report["profiles"] = [numerics.describe(p) for p in numerics.PROFILES.values()]
         _show(report, as_json)
         raise typer.Exit(1) from None
+    report["profiles"] = [numerics.describe(p) for p in numerics.PROFILES.values()]
     report.update(
         {
             "numerics": numerics.describe(env.profile),

@@ -96,8 +96,16 @@ def _plain_name(name: str) -> bool:
 
 
 def verify_commit_doc(
-    root: Path, sha: str, doc_rel: str, work: Path, build_base: bool = True
+    root: Path,
+    sha: str,
+    doc_rel: str,
+    work: Path,
+    build_base: bool = True,
+    adapter_from: Path | None = None,
 ) -> DocReport:
+    """The hash-level report of one document. `adapter_from`: take the adapter's bytes
+    from this directory instead of the DVC cache (a bitwise replay's output), so every
+    check of the adapter against the manifest and dvc.lock still runs."""
     prefix = "" if doc_rel in ("", ".") else doc_rel + "/"
     listed = gitio.ls_files([doc_rel], root, rev=sha)
     dlms = [p for p in listed if p.endswith(".dlm") and "/" not in p[len(prefix) :]]
@@ -121,8 +129,12 @@ def verify_commit_doc(
         dirs = [doc_rel, *source_dirs(doc_rel, files.dlm_bytes or b"")]
         gitio.materialize(dirs, tree, root, rev=sha)
         sources_checks(checks, manifest, tree / dlms[0], tree)
-        adapter_dir = work / "adapter"
-        why = assemble_adapter(root, files.dvc_lock_bytes, doc_rel, adapter_dir)
+        adapter_dir = adapter_from or work / "adapter"
+        why = (
+            None
+            if adapter_from is not None
+            else assemble_adapter(root, files.dvc_lock_bytes, doc_rel, adapter_dir)
+        )
         if why is not None:
             notes.append(why)
             unavailable = True

@@ -1,0 +1,183 @@
+"""Replay verdicts are right on the auditor's machine, in both directions.
+
+The verified repository was trained under the portable profile. An auditor whose CPU
+would pick other kernels (simulated by its environment) must still get BITWISE; a record
+this machine cannot reproduce or compare must get CANNOT_VERIFY with the reason, never a
+MISMATCH without a comparison that failed; a profile this machine cannot run is named.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+
+from dlm_git import numerics
+
+pytestmark = pytest.mark.skipif(
+    numerics._machine() != "x86_64"
+    or numerics.cannot_run(numerics.PROFILES[numerics.X86_64_V3]) is not None,
+    reason="needs an x86-64 CPU with AVX2",
+)
+
+# The environment of a CPU whose kernels differ from AVX2's (as an AVX512 box's would).
+FOREIGN_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+# A record from before numerics profiles: only the flags the old trainer wrote.
+LEGACY_FLAGS = ("cpu_capability", "deterministic_algorithms", "device", "machine", "threads")
+
+
+def foreign(monkeypatch: pytest.MonkeyPatch, env: dict[str, str] = FOREIGN_CPU) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.mark.slow
+def test_replay_on_a_cpu_with_other_kernels_is_bitwise(
+    forge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert forge.lock()["determinism_flags"]["numerics"] == "x86-64-v3"
+    foreign(monkeypatch)
+    result = forge.verify_cli("HEAD", "--level", "replay")
+    assert result.code == 0 and result.verdict == "BITWISE", result.explain()
+    assert "x86-64-v3" in result.check("replay.profile")["detail"], result.explain()
+
+
+@pytest.mark.slow
+def test_segment_replay_on_a_cpu_with_other_kernels_is_bitwise(
+    forge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    foreign(monkeypatch)
+    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    assert result.code == 0 and result.verdict == "SEGMENTS_BITWISE", result.explain()
+
+
+def legacy(forge: Any) -> None:
+    """Rewrite the lock as the trainer before profiles wrote it (rebound consistently)."""
+    lock = forge.lock()
+    lock["determinism_flags"] = {
+        k: v for k, v in lock["determinism_flags"].items() if k in LEGACY_FLAGS
+    }
+    forge.write_lock(lock)
+    forge.commit("a lock from before numerics profiles")
+
+
+@pytest.mark.slow
+def test_no_expected_bits_and_nothing_to_compare_is_cannot_verify_not_mismatch(
+    forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The false accusation of issue 12: a record whose kernel path this machine does not
+    take, replayed with the recorded adapter absent from the DVC cache."""
+    legacy(forge)
+    forgery.assert_verified(forge.verify("HEAD"))
+    shutil.rmtree(forge.root / ".dvc" / "cache")
+    foreign(monkeypatch, {"MKL_CBWR": "COMPATIBLE"})
+    result = forge.verify_cli("HEAD", "--level", "replay")
+    assert result.code == 1 and result.verdict == "CANNOT_VERIFY", result.explain()
+    detail = result.check("replay")["detail"]
+    assert "bit equality not expected" in detail and "no numerics profile" in detail, detail
+    assert "not available to compare within tolerance" in detail, detail
+
+
+@pytest.mark.slow
+def test_the_same_record_replays_bitwise_once_its_kernels_are_pinned(
+    forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The legacy record names ATen's capability (AVX2), which the replay pins; with MKL
+    and oneDNN on their AVX2 paths too the recorded bits come back."""
+    legacy(forge)
+    shutil.rmtree(forge.root / ".dvc" / "cache")
+    pins = dict(numerics.PROFILES["x86-64-v3"].pins)
+    foreign(monkeypatch, {**pins, "ATEN_CPU_CAPABILITY": "default"})  # ATen: recorded AVX2
+    result = forge.verify_cli("HEAD", "--level", "replay")
+    assert result.code == 0 and result.verdict == "BITWISE", result.explain()
+
+
+@pytest.mark.slow
+def test_a_tolerance_comparison_that_ran_and_failed_is_a_mismatch(
+    forge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bits not expected, the recorded adapter present: the auditor's tolerance decides;
+    the commit's own params.yaml (even an infinite tolerance) is never consulted."""
+    legacy(forge)
+    params = forge.read("params.yaml").decode("utf-8")
+    forge.write("params.yaml", (params + "verify:\n  tolerance:\n    max_rel_l2: .inf\n").encode())
+    forge.commit("a generous tolerance")
+    foreign(monkeypatch, {"MKL_CBWR": "COMPATIBLE"})
+    close = forge.verify_cli("HEAD", "--level", "replay")
+    assert close.verdict == "WITHIN_TOLERANCE", close.explain()
+    strict = forge.verify_cli("HEAD", "--level", "replay", "--tolerance", "0")
+    assert strict.code == 1 and strict.verdict == "MISMATCH", strict.explain()
+    assert "tolerance 0" in strict.check("replay")["detail"], strict.explain()
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "2"])
+def test_an_unusable_tolerance_is_refused(forge: Any, value: str) -> None:
+    result = forge._call_main(["verify", "HEAD", "--level", "replay", "--tolerance", value])
+    assert result.code == 2 and "--tolerance" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "verdict", "needle"),
+    [
+        ({"numerics": "armv8-a"}, "CANNOT_VERIFY", "needs an aarch64 CPU"),
+        ({"numerics": "x86-64-v9"}, "CANNOT_VERIFY", "unknown numerics profile 'x86-64-v9'"),
+        ({"threads": -1}, "FAILED", "threads -1"),
+        ({"threads": "abc"}, "FAILED", "threads 'abc'"),
+        ({"threads": True}, "FAILED", "threads True"),
+    ],
+    ids=["other-arch", "unknown-profile", "threads-negative", "threads-text", "threads-bool"],
+)
+def test_a_recorded_setup_this_machine_cannot_run_or_that_is_malformed(
+    forge: Any, flags: dict[str, Any], verdict: str, needle: str
+) -> None:
+    lock = forge.lock()
+    lock["determinism_flags"].update(flags)
+    forge.write_lock(lock)
+    forge.commit("another setup")
+    result = forge.verify("HEAD", "--level", "replay")  # refused before anything trains
+    assert result.code == 1 and result.verdict == verdict, result.explain()
+    assert needle in result.check("replay.profile")["detail"], result.explain()
+
+
+def test_cuda_recorded_on_a_machine_without_cuda_names_what_would_verify_it(forge: Any) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    lock = forge.lock()
+    lock["hardware_tier"] = "cuda-sm80+"
+    lock["determinism_flags"] = {
+        "numerics": "cuda",
+        "device": "cuda",
+        "threads": 2,
+        "deterministic_algorithms": True,
+        "gpu_name": "NVIDIA H200",
+        "gpu_capability": "9.0",
+        "cuda_version": "13.0",
+    }
+    forge.write_lock(lock)
+    forge.commit("trained on a GPU")
+    result = forge.verify("HEAD", "--level", "replay")
+    assert result.verdict == "CANNOT_VERIFY", result.explain()
+    detail = result.check("replay.profile")["detail"]
+    assert "no CUDA support" in detail and "NVIDIA H200 (sm 9.0) with CUDA 13.0" in detail
+
+
+@pytest.mark.slow
+def test_a_replay_under_another_profile_runs_in_a_child_process(
+    forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This test process runs torch under the portable pins (tests/conftest.py). A record
+    trained under `native` on a no-SIMD ATen path needs other kernels: the in-process
+    replay must train in a fresh interpreter that pins them, and reproduce the bits."""
+    params = forge.read("params.yaml").decode("utf-8")
+    forge.write("params.yaml", params.replace("numerics: auto", "numerics: native").encode())
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    forgery.run(["dvc", "repro"], forge.root)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    forge.commit("trained under native on the no-SIMD path")
+    flags = forge.lock()["determinism_flags"]
+    assert flags["numerics"] == "native" and flags["cpu_capability"] == "DEFAULT", flags
+    result = forge.verify("HEAD", "--level", "replay")  # in-process
+    assert result.code == 0 and result.verdict == "BITWISE", result.explain()

@@ -1,0 +1,191 @@
+"""Numerics profiles: choosing, refusing, what a replay forces, and when bits are expected.
+
+No training here: these are the decisions `dlm_git.numerics` makes before torch runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlm_git import numerics
+from dlm_git.errors import UsageError
+from dlm_git.numerics import NATIVE, X86_64_V3, NumericsError
+
+ON_X86 = numerics._machine() == "x86_64"
+x86_only = pytest.mark.skipif(not ON_X86, reason="x86-64 profiles")
+
+V3_FLAGS: dict[str, Any] = {
+    "numerics": X86_64_V3,
+    "device": "cpu",
+    "threads": 2,
+    "deterministic_algorithms": True,
+    "machine": "x86_64",
+    "cpu_capability": "AVX2",
+    "mkl_cbwr": "AVX2,STRICT",
+    "onednn_max_cpu_isa": "AVX2",
+}
+VERSIONS = {"torch": "2.13.0+cpu", "peft": "0.21.2"}
+# /proc/cpuinfo of a CPU without AVX2 (Sandy Bridge era): AVX but no AVX2/FMA/BMI.
+OLD_CPUINFO = """\
+processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz
+flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 popcnt aes xsave avx
+"""
+
+
+@pytest.fixture
+def old_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "cpuinfo"
+    path.write_text(OLD_CPUINFO, "utf-8")
+    monkeypatch.setattr(numerics, "CPUINFO", str(path))
+
+
+@x86_only
+def test_the_cpu_default_on_x86_64_is_the_portable_profile() -> None:
+    assert numerics.default_profile("cpu") == X86_64_V3
+    assert numerics.default_profile("cuda") == numerics.CUDA
+    assert numerics.default_profile("cuda:1") == numerics.CUDA
+    assert numerics.choose(None, None, "cpu").name == X86_64_V3
+
+
+def test_the_command_line_wins_over_the_document() -> None:
+    assert numerics.choose(NATIVE, X86_64_V3, "cpu").name == NATIVE
+    assert numerics.choose("auto", NATIVE, "cpu").name == NATIVE
+
+
+@pytest.mark.parametrize(
+    ("requested", "device", "message"),
+    [
+        ("x86-64-v9", "cpu", "unknown numerics profile 'x86-64-v9'"),
+        ("cuda", "cpu", "profile 'cuda' trains on CUDA"),
+        (X86_64_V3, "cuda", "is a CPU profile and cannot train on cuda"),
+    ],
+)
+def test_misuse_is_a_usage_error(requested: str, device: str, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        numerics.choose(requested, None, device)
+    assert message in info.value.one_line()
+    assert info.value.exit_code == 2
+
+
+@x86_only
+def test_another_architectures_profile_is_refused_in_one_line() -> None:
+    with pytest.raises(NumericsError) as info:
+        numerics.choose(numerics.ARMV8_A, None, "cpu")
+    line = info.value.one_line()
+    assert "needs an aarch64 CPU; this machine is x86_64" in line and "\n" not in line
+    assert info.value.exit_code == 1
+
+
+@x86_only
+def test_a_cpu_without_avx2_cannot_run_the_portable_profile(old_cpu: None) -> None:
+    problem = numerics.cannot_run(numerics.PROFILES[X86_64_V3])
+    assert problem == "this CPU lacks abm, avx2, bmi1, bmi2, f16c, fma, movbe"
+    with pytest.raises(NumericsError) as info:
+        numerics.choose(None, None, "cpu")
+    assert "choose --numerics native" in info.value.one_line()
+    assert numerics.cannot_run(numerics.PROFILES[NATIVE]) is None
+    assert numerics.isa_level(numerics.cpu_info()[2]) == "sse4.2"
+
+
+def test_a_native_replay_forces_what_the_run_recorded() -> None:
+    recorded = {
+        **V3_FLAGS,
+        "numerics": NATIVE,
+        "cpu_capability": "AVX512",
+        "mkl_cbwr": None,
+        "onednn_max_cpu_isa": "AVX512_CORE",
+    }
+    env = numerics.target_environment(numerics.PROFILES[NATIVE], recorded)
+    assert env == {
+        "ATEN_CPU_CAPABILITY": "avx512",
+        "MKL_CBWR": None,  # unset, as it was
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
+    }
+    # A pinned profile forces its own pins whatever was recorded.
+    assert numerics.target_environment(numerics.PROFILES[X86_64_V3], recorded) == {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_CBWR": "AVX2,STRICT",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+    }
+    # Training under native (no record) forces nothing.
+    assert numerics.target_environment(numerics.PROFILES[NATIVE], None) == {}
+
+
+def test_a_childs_environment_has_the_forced_variables() -> None:
+    base = {"PATH": "/bin", "MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default"}
+    out = numerics.apply_to(base, {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": None})
+    assert out == {"PATH": "/bin", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert base["MKL_CBWR"] == "COMPATIBLE"  # the caller's mapping is untouched
+
+
+@x86_only
+def test_this_session_runs_torch_under_the_portable_pins() -> None:
+    """tests/conftest.py activated the default profile before torch was imported: a run
+    needing other kernel settings must go to a child process."""
+    import torch
+
+    assert torch.backends.cpu.get_cpu_capability() == "AVX2"
+    pins = dict(numerics.PROFILES[X86_64_V3].pins)
+    assert numerics.can_run_in_process(pins)
+    assert numerics.can_run_in_process({})
+    assert not numerics.can_run_in_process({**pins, "ATEN_CPU_CAPABILITY": "default"})
+    assert not numerics.can_run_in_process({"MKL_CBWR": None})
+    with pytest.raises(NumericsError):
+        numerics.activate({"ATEN_CPU_CAPABILITY": "avx512"})
+
+
+def test_bits_are_expected_under_the_same_profile_facts_and_versions() -> None:
+    e = numerics.expect_bits(V3_FLAGS, dict(V3_FLAGS), VERSIONS, dict(VERSIONS), "cpu")
+    assert e.bits and "x86-64-v3" in e.reason
+
+
+@pytest.mark.parametrize(
+    ("recorded", "replayed", "versions", "reason"),
+    [
+        ({**V3_FLAGS, "threads": 4}, V3_FLAGS, VERSIONS, "threads 4 -> 2"),
+        (V3_FLAGS, V3_FLAGS, {**VERSIONS, "peft": "0.22.0"}, "peft 0.22.0 -> 0.21.2"),
+        (
+            {k: v for k, v in V3_FLAGS.items() if k != "numerics"},
+            V3_FLAGS,
+            VERSIONS,
+            "no numerics profile",
+        ),
+        ({**V3_FLAGS, "numerics": "x86-64-v9"}, V3_FLAGS, VERSIONS, "unknown profile"),
+        ({**V3_FLAGS, "numerics": "armv8-a"}, V3_FLAGS, VERSIONS, "class best-effort"),
+        ({**V3_FLAGS, "deterministic_algorithms": False}, V3_FLAGS, VERSIONS, "advisory"),
+        (
+            {**V3_FLAGS, "numerics": NATIVE, "cpu_vendor": "GenuineIntel", "cpu_isa": "avx512"},
+            {**V3_FLAGS, "numerics": NATIVE, "cpu_vendor": "AuthenticAMD", "cpu_isa": "avx512"},
+            VERSIONS,
+            "cpu_vendor 'GenuineIntel' -> 'AuthenticAMD'",
+        ),
+    ],
+    ids=["threads", "versions", "legacy", "unknown", "unmeasured", "nondeterministic", "vendor"],
+)
+def test_bits_are_not_expected_and_the_reason_says_why(
+    recorded: dict[str, Any], replayed: dict[str, Any], versions: dict[str, str], reason: str
+) -> None:
+    e = numerics.expect_bits(recorded, replayed, versions, VERSIONS, "cpu")
+    assert not e.bits
+    assert reason in e.reason, e.reason
+
+
+def test_cuda_is_best_effort_until_a_tier_is_measured() -> None:
+    flags = {
+        "numerics": "cuda",
+        "device": "cuda",
+        "deterministic_algorithms": True,
+        "cublas_workspace_config": ":4096:8",
+        "cudnn_deterministic": True,
+        "cudnn_benchmark": False,
+        "tf32_matmul": False,
+        "tf32_cudnn": False,
+    }
+    assert numerics.determinism_class(flags, "cuda-sm80+") == "best-effort"
+    assert numerics.determinism_class({**flags, "tf32_matmul": True}, "cuda-sm80+") == "advisory"
+    assert not numerics.expect_bits(flags, flags, VERSIONS, VERSIONS, "cuda-sm80+").bits
