@@ -118,19 +118,25 @@ def load_states(
         with gitio.BlobReader(root) as own:
             return load_states(root, rels, has_head, symlinks, own, keep)
     dlms_in: dict[str, list[str]] = {}
-    for mode, path in gitio.ls_index(rels, root):
+    index: dict[str, str] = {}  # path -> object id of the staged file
+    for mode, oid, path in gitio.index_entries(rels, root):
+        index[path] = oid
         if path.endswith(".dlm"):
             dlms_in.setdefault(posixpath.dirname(path) or ".", []).append(path)
         if symlinks is not None and mode == gitio.SYMLINK_MODE:
             symlinks.append(path)
     if has_head is None:
         has_head = gitio.resolve_commit("HEAD", root) is not None
-    names: list[str] = []
-    for rel in rels:
-        dlms = dlms_in.get(rel, [])
-        if len(dlms) == 1:
-            names += [f":{dlms[0]}"] + ([f"HEAD:{dlms[0]}"] if has_head else [])
-    blobs = reader.read(names)
+
+    def read(paths: list[str]) -> dict[str, bytes | None]:
+        """`:path` and `HEAD:path` of every path; the staged ones by the ids listed above."""
+        staged = reader.read_blobs(index[p] for p in paths if p in index)
+        blobs = {f":{p}": staged.get(index[p]) if p in index else None for p in paths}
+        if has_head:
+            blobs.update(reader.read(f"HEAD:{p}" for p in paths))
+        return blobs
+
+    blobs = read([dlms[0] for dlms in (dlms_in.get(rel, []) for rel in rels) if len(dlms) == 1])
     states = []
     for rel in rels:
         dlms = dlms_in.get(rel, [])
@@ -149,13 +155,11 @@ def load_states(
         )
         if keep is None or keep(state):
             states.append(state)
-    names = []
+    paths = []
     for state in states:
         prefix = "" if state.rel == "." else state.rel + "/"
-        names += [f":{prefix}{LOCK_NAME}", f":{prefix}{MANIFEST_NAME}"]
-        if has_head:
-            names += [f"HEAD:{prefix}{LOCK_NAME}", f"HEAD:{prefix}{MANIFEST_NAME}"]
-    blobs = reader.read(names)
+        paths += [f"{prefix}{LOCK_NAME}", f"{prefix}{MANIFEST_NAME}"]
+    blobs = read(paths)
     for state in states:
         prefix = "" if state.rel == "." else state.rel + "/"
         state.lock = blobs.get(f":{prefix}{LOCK_NAME}")
