@@ -30,6 +30,7 @@ from dlm_git.doc.sections import (
     prose_section,
 )
 from dlm_git.hashing import sha256_bytes
+from dlm_git.safeparse import load_yaml
 
 FENCE_RE = re.compile(r"^::(?P<body>[^:\s]*)::\s*$")
 FENCE_BODY_RE = re.compile(r"^(?P<kind>[a-z_]+)(?:#(?P<adapter>[A-Za-z0-9_.-]+))?$")
@@ -150,7 +151,7 @@ class _UniqueKeyLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
 
 def parse_frontmatter(fm_text: str, path: Path) -> Frontmatter:
     try:
-        data = yaml.load(fm_text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = load_yaml(fm_text, _UniqueKeyLoader)  # nesting bounded first: no overflow
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
