@@ -1,8 +1,15 @@
 """Read what DVC records, without importing DVC (the git hooks use this).
 
 Invariants:
-- `dvc.lock` is read with `yaml.safe_load`; a stage's out is matched by its exact path
-  relative to the repository root.
+- `dvc.lock` is read with a safe YAML loader, its nesting bounded first
+  (`dlm_git.safeparse`); a stage's out is matched by its exact path relative to the
+  repository root.
+- A record is checked before it is used: every md5 is exactly 32 lowercase hex digits
+  (plus `.dir` for a directory), every `.dir` listing entry a relative path with no
+  empty, `.` or `..` component, no backslash or NUL, and no path listed twice. A record
+  that fails is a `DvcRecordError` (malformed: a failed check), never a path joined
+  into the file system; only a cache object that is not there is "absent". So nothing
+  outside the DVC cache is ever opened on a record's say-so.
 - Directory outs are recorded as `<md5>.dir`; the listing (relpath + md5 per file) is the
   JSON object stored in the DVC cache at `.dvc/cache/files/md5/<2>/<30>.dir` (DVC 3).
 - File md5s are plain md5 of the bytes (DVC 3 does no line-ending normalisation).
@@ -13,15 +20,50 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from dlm_git.errors import DlmGitError
+from dlm_git.safeparse import load_json, load_yaml
+
 DVC_LOCK = "dvc.lock"
-# libyaml's safe loader when available (same results as yaml.safe_load, much faster).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MD5_RE = re.compile(r"[0-9a-f]{32}(?:\.dir)?")
+RESTORE = "restore dvc.lock from a good commit or re-run `dvc repro`"
+
+
+class DvcRecordError(DlmGitError, ValueError):
+    """dvc.lock or a `.dir` listing in the DVC cache is malformed (not merely absent)."""
+
+
+def check_md5(value: object, where: str) -> str:
+    """`value` if it is a DVC md5 (32 lowercase hex digits, optionally `.dir`)."""
+    if not isinstance(value, str) or not MD5_RE.fullmatch(value):
+        raise DvcRecordError(
+            where,
+            f"md5 {str(value)[:80]!r} is not 32 lowercase hex digits (optionally + .dir)",
+            RESTORE,
+        )
+    return value
+
+
+def check_relpath(value: object, where: str) -> str:
+    """`value` if it is a path relative to a directory out that stays inside it."""
+    if not isinstance(value, str) or not value:
+        raise DvcRecordError(
+            where, f"relpath {str(value)[:80]!r} is not a non-empty string", RESTORE
+        )
+    bad = None
+    if value.startswith("/") or "\\" in value or "\0" in value:
+        bad = "is absolute or holds a backslash or NUL"
+    elif any(part in ("", ".", "..") for part in value.split("/")):
+        bad = "has an empty, '.' or '..' component"
+    if bad is not None:
+        raise DvcRecordError(where, f"relpath {str(value)[:80]!r} {bad}", RESTORE)
+    return value
 
 
 @dataclass(frozen=True)
@@ -38,18 +80,49 @@ class DvcOut:
 
 
 def parse_dvc_lock(data: bytes) -> dict[str, Any]:
-    obj = yaml.load(data.decode("utf-8"), Loader=_LOADER) or {}
+    """dvc.lock's mapping; `DvcRecordError` when it does not parse or is not a mapping."""
+    try:
+        obj = load_yaml(data.decode("utf-8")) or {}
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise DvcRecordError(DVC_LOCK, f"does not parse ({_why(exc)})", RESTORE) from None
     if not isinstance(obj, dict):
-        raise ValueError("dvc.lock is not a mapping")
+        raise DvcRecordError(DVC_LOCK, "is not a YAML mapping", RESTORE)
     return obj
 
 
+def _why(exc: Exception) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        return str(exc.problem) + (f" at line {mark.line + 1}" if mark is not None else "")
+    return type(exc).__name__
+
+
 def find_out(lock: dict[str, Any], path: str) -> DvcOut | None:
-    """The recorded out at `path` (repo-relative POSIX), from any stage."""
-    for stage, body in (lock.get("stages") or {}).items():
-        for out in (body or {}).get("outs") or []:
+    """The recorded out at `path` (repo-relative POSIX), from any stage. The stages'
+    shape is checked on the way (`DvcRecordError`), and the out's md5 before it is
+    returned."""
+    stages = lock.get("stages") or {}
+    if not isinstance(stages, dict):
+        raise DvcRecordError(DVC_LOCK, "`stages` is not a mapping", RESTORE)
+    for stage, body in stages.items():
+        if not isinstance(body or {}, dict):
+            raise DvcRecordError(DVC_LOCK, f"stages.{stage} is not a mapping", RESTORE)
+        outs = (body or {}).get("outs") or []
+        if not isinstance(outs, list):
+            raise DvcRecordError(DVC_LOCK, f"stages.{stage}.outs is not a list", RESTORE)
+        for out in outs:
+            if not isinstance(out, dict):
+                raise DvcRecordError(DVC_LOCK, f"stages.{stage}.outs has a non-mapping", RESTORE)
             if out.get("path") == path and out.get("md5"):
-                return DvcOut(stage, path, str(out["md5"]), out.get("size"), out.get("nfiles"))
+                md5 = check_md5(out["md5"], f"{DVC_LOCK}: stages.{stage}.outs[{path}].md5")
+                size, nfiles = out.get("size"), out.get("nfiles")
+                return DvcOut(
+                    str(stage),
+                    path,
+                    md5,
+                    size if isinstance(size, int) and not isinstance(size, bool) else None,
+                    nfiles if isinstance(nfiles, int) and not isinstance(nfiles, bool) else None,
+                )
     return None
 
 
@@ -59,7 +132,10 @@ def _stage_index(data: bytes) -> tuple[tuple[str, ...], dict[str, tuple[int, ...
     for every `path:` value the blocks naming it, when the file has the layout DVC writes
     (`stages:` at column 0, each stage name alone on a line at column 2, its body deeper);
     None for any other layout."""
-    lines = data.decode("utf-8").split("\n")
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        return None
     try:
         start = lines.index("stages:")
     except ValueError:
@@ -98,7 +174,10 @@ def stages_naming(data: bytes, path: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=256)
 def _parse_stage(text: str) -> Any:
-    return yaml.load(text, Loader=_LOADER)
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError:
+        return None  # the full parse below says what is wrong
 
 
 def find_out_in(data: bytes, path: str) -> DvcOut | None:
@@ -134,17 +213,41 @@ def cache_dir(repo_root: Path) -> Path:
 
 
 def cache_object(repo_root: Path, md5: str) -> Path:
+    """The cache file of `md5` (checked: `DvcRecordError` for anything but an md5)."""
+    check_md5(md5, "DVC cache")
     return cache_dir(repo_root) / "files" / "md5" / md5[:2] / md5[2:]
 
 
 def dir_listing(repo_root: Path, md5: str) -> dict[str, str] | None:
-    """relpath -> md5 of a directory out, from the DVC cache; None if not cached."""
+    """relpath -> md5 of a directory out, from the DVC cache; None if it is not cached.
+    `DvcRecordError` when `md5` is not a `.dir` md5 or the cached listing is malformed
+    (not JSON, not a list of {relpath, md5}, a bad md5 or relpath, a relpath twice)."""
+    check_md5(md5, "dvc.lock directory out")
+    if not md5.endswith(".dir"):
+        raise DvcRecordError("dvc.lock", f"directory out md5 {md5} lacks the .dir suffix", RESTORE)
     path = cache_object(repo_root, md5)
     try:
-        entries = json.loads(path.read_text("utf-8"))
-        return {str(e["relpath"]): str(e["md5"]) for e in entries}
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # absent or not a DVC directory listing: treated as not cached
+        data = path.read_bytes()
+    except OSError:
+        return None  # absent (or unreadable): not cached here
+    where = f"DVC cache object {md5}"
+    try:
+        entries = load_json(data)
+    except (ValueError, UnicodeDecodeError):
+        raise DvcRecordError(where, "is not a JSON directory listing", "run `dvc fetch`") from None
+    if not isinstance(entries, list):
+        raise DvcRecordError(where, "is not a JSON list of {relpath, md5}", "run `dvc fetch`")
+    listing: dict[str, str] = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise DvcRecordError(where, f"entry {i} is not a mapping", "run `dvc fetch`")
+        rel = check_relpath(entry.get("relpath"), f"{where}: entry {i}")
+        if rel in listing:
+            raise DvcRecordError(where, f"relpath {rel!r} is listed twice", "run `dvc fetch`")
+        listing[rel] = check_md5(entry.get("md5"), f"{where}: entry {i} ({rel})")
+        if listing[rel].endswith(".dir"):
+            raise DvcRecordError(where, f"entry {i} ({rel}) md5 names a directory", RESTORE)
+    return listing
 
 
 def dir_md5(listing: dict[str, str]) -> str:

@@ -4,8 +4,15 @@ Invariants:
 - Plain `git` subprocesses, so `GIT_INDEX_FILE` (which git sets inside hooks for
   `git commit -a` and `git commit <path>`) and `GIT_DIR` are honoured exactly as git
   does; no library that might read a different index.
-- Blobs are read in one `git cat-file --batch` process per call, by object name
-  (`:path` = the index, `<rev>:path` = a commit's tree).
+- A file name never travels on a line: paths are listed NUL-terminated (`ls-tree -z`,
+  `ls-files -z`), given as literal pathspecs (`--literal-pathspecs`: no globs, no
+  magic) on the command line or NUL-terminated on stdin, and blobs are read from
+  `git cat-file --batch` by *object id* (40 hex digits), never by `<rev>:<path>` name.
+  A name holding a newline, a carriage return or `:0:` cannot split a request or be
+  read as another object: every answer belongs to the path it was asked for.
+- Callers name objects `:path` (the index, stage 0) or `<rev>:path` (a commit's tree),
+  with `path` relative to the repository root, and pass the repository root as `cwd`.
+  A batch of names costs one `ls-files`/`ls-tree` per revision plus one `cat-file`.
 - Nothing here imports anything heavy: the hooks use it.
 """
 
@@ -30,6 +37,10 @@ def git(args: Sequence[str], cwd: Path, input: bytes | None = None, check: bool 
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]}", msg[-1] if msg else f"exit {proc.returncode}")
     return proc.stdout
+
+
+LITERAL = "--literal-pathspecs"
+"""git's global option that takes every pathspec as a literal path (no `*`, no `:(...)`)."""
 
 
 def toplevel(cwd: Path) -> Path:
@@ -69,11 +80,135 @@ def staged_paths(cwd: Path, head: str | None = _UNKNOWN) -> list[str]:
         head = resolve_commit("HEAD", cwd)
     against = head if head else _empty_tree(cwd)
     out = git(["diff-index", "--cached", "--name-only", "--no-renames", "-z", against], cwd)
-    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+    return [p for p in _decode(out).split("\0") if p]
 
 
 def _empty_tree(cwd: Path) -> str:
     return git(["hash-object", "-t", "tree", "--stdin"], cwd, input=b"").decode().strip()
+
+
+def _decode(out: bytes) -> str:
+    """git's bytes as str; names that are not UTF-8 round-trip (surrogateescape)."""
+    return out.decode("utf-8", "surrogateescape")
+
+
+# --------------------------------------------------------------------------- listings
+
+
+def tree_entries(
+    paths: Sequence[str], cwd: Path, rev: str, recursive: bool = False
+) -> list[tuple[str, str, str, str]]:
+    """(mode, type, object id, path) of commit `rev`'s entries at `paths` (with
+    `recursive`: every file under them). Empty when `rev` is not a tree-ish here."""
+    args = [LITERAL, "ls-tree", "-z", "--full-tree", *(["-r"] if recursive else []), rev]
+    out = git([*args, "--", *paths], cwd, check=False)
+    entries = []
+    for entry in _decode(out).split("\0"):
+        meta, tab, path = entry.partition("\t")
+        parts = meta.split(" ")
+        if tab and len(parts) == 3:
+            entries.append((parts[0], parts[1], parts[2], path))
+    return entries
+
+
+def index_entries(paths: Sequence[str], cwd: Path) -> list[tuple[str, str, str]]:
+    """(mode, object id, path) of the index's stage-0 files under `paths`."""
+    out = git([LITERAL, "ls-files", "-s", "-z", "--", *paths], cwd)
+    entries = []
+    for entry in _decode(out).split("\0"):
+        meta, tab, path = entry.partition("\t")
+        parts = meta.split(" ")
+        if tab and len(parts) == 3 and parts[2] == "0":
+            entries.append((parts[0], parts[1], path))
+    return entries
+
+
+def ls_files(paths: Sequence[str], cwd: Path, rev: str | None = None) -> list[str]:
+    """Tracked files under `paths`: in the index (rev None) or in commit `rev`."""
+    if rev is None:
+        out = git([LITERAL, "ls-files", "-z", "--", *paths], cwd)
+    else:
+        out = git([LITERAL, "ls-tree", "-r", "-z", "--name-only", rev, "--", *paths], cwd)
+    return [p for p in _decode(out).split("\0") if p]
+
+
+SYMLINK_MODE = "120000"
+
+
+def ls_index(paths: Sequence[str], cwd: Path) -> list[tuple[str, str]]:
+    """(mode, path) of the index's files under `paths` (mode `120000`: a symlink)."""
+    out = git([LITERAL, "ls-files", "-s", "-z", "--", *paths], cwd)
+    entries = []
+    for entry in _decode(out).split("\0"):
+        meta, _, path = entry.partition("\t")
+        if path:
+            entries.append((meta.split(" ", 1)[0], path))
+    return entries
+
+
+def _split_name(name: str) -> tuple[str | None, str]:
+    """(revision, path) of an object name `<rev>:path`; revision None for `:path`."""
+    rev, sep, path = name.partition(":")
+    if not sep:
+        raise ValueError(f"object name {name!r} is not `<rev>:<path>` or `:<path>`")
+    return (rev or None), path
+
+
+def object_ids(names: Iterable[str], cwd: Path) -> dict[str, str]:
+    """The blob id of every name that names a blob (`:path`, `<rev>:path`); names that
+    name nothing, a tree or a submodule are left out. One listing per revision."""
+    wanted: dict[str | None, dict[str, list[str]]] = {}
+    for name in names:
+        rev, path = _split_name(name)
+        wanted.setdefault(rev, {}).setdefault(path, []).append(name)
+    ids: dict[str, str] = {}
+    for rev, by_path in wanted.items():
+        paths = [p for p in by_path if p]
+        if not paths:
+            continue
+        if rev is None:
+            blobs = [(oid, p) for mode, oid, p in index_entries(paths, cwd) if mode != "160000"]
+        else:
+            blobs = [
+                (oid, p) for _, kind, oid, p in tree_entries(paths, cwd, rev) if kind == "blob"
+            ]
+        for oid, path in blobs:
+            for name in by_path.get(path, ()):
+                ids[name] = oid
+    return ids
+
+
+def _is_oid(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
+
+
+def _batch_request(oids: Sequence[str]) -> bytes:
+    for oid in oids:
+        if not _is_oid(oid):  # only ids ever go on a line
+            raise ValueError(f"not an object id: {oid!r}")
+    return "".join(oid + "\n" for oid in oids).encode("ascii")
+
+
+def read_blobs(oids: Iterable[str], cwd: Path) -> dict[str, bytes | None]:
+    """Contents of blobs by object id (None where missing or not a blob)."""
+    oids = list(dict.fromkeys(oids))
+    if not oids:
+        return {}
+    out = git(["cat-file", "--batch"], cwd, input=_batch_request(oids))
+    result: dict[str, bytes | None] = {}
+    pos = 0
+    for oid in oids:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].decode("ascii", "replace")
+        pos = end + 1
+        parts = header.split(" ")
+        if len(parts) != 3 or parts[0] != oid:
+            result[oid] = None  # `<oid> missing`
+            continue
+        size = int(parts[2])
+        result[oid] = out[pos : pos + size] if parts[1] == "blob" else None
+        pos += size + 1
+    return result
 
 
 def cat_files(names: Iterable[str], cwd: Path) -> dict[str, bytes | None]:
@@ -81,33 +216,22 @@ def cat_files(names: Iterable[str], cwd: Path) -> dict[str, bytes | None]:
     names = list(dict.fromkeys(names))
     if not names:
         return {}
-    request = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
-    out = git(["cat-file", "--batch"], cwd, input=request)
-    result: dict[str, bytes | None] = {}
-    pos = 0
-    for name in names:
-        end = out.index(b"\n", pos)
-        header = out[pos:end].decode("utf-8", "surrogateescape")
-        pos = end + 1
-        if header.endswith(" missing") or header.endswith(" ambiguous"):
-            result[name] = None
-            continue
-        _, kind, size_text = header.rsplit(" ", 2)
-        size = int(size_text)
-        result[name] = out[pos : pos + size] if kind == "blob" else None
-        pos += size + 1
-    return result
+    ids = object_ids(names, cwd)
+    blobs = read_blobs(ids.values(), cwd)
+    return {name: blobs.get(ids[name]) if name in ids else None for name in names}
 
 
 class BlobReader:
     """One `git cat-file --batch` process for several rounds of reads (`read(names)` like
     `cat_files`), so a reader that only learns what it needs from what it read first does
-    not start a git process per round. Requests go in chunks far below a pipe's buffer,
-    each chunk's answers read before the next is sent: no deadlock."""
+    not start a cat-file process per round (each round still lists the names' object ids:
+    one `ls-files`/`ls-tree` per revision). Requests go in chunks far below a pipe's
+    buffer, each chunk's answers read before the next is sent: no deadlock."""
 
     CHUNK = 128
 
     def __init__(self, cwd: Path) -> None:
+        self._cwd = cwd
         self._proc = subprocess.Popen(
             ["git", "cat-file", "--batch"],
             cwd=cwd,
@@ -119,28 +243,36 @@ class BlobReader:
     def read(self, names: Iterable[str]) -> dict[str, bytes | None]:
         """Contents of objects named like `:path` or `HEAD:path` (None where missing)."""
         names = list(dict.fromkeys(names))
+        if not names:
+            return {}
+        ids = object_ids(names, self._cwd)
+        blobs = self.read_blobs(ids.values())
+        return {name: blobs.get(ids[name]) if name in ids else None for name in names}
+
+    def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes | None]:
+        """Contents of blobs by object id (None where missing or not a blob)."""
+        oids = list(dict.fromkeys(oids))
         stdin, stdout = self._proc.stdin, self._proc.stdout
         assert stdin is not None and stdout is not None
         result: dict[str, bytes | None] = {}
-        for i in range(0, len(names), self.CHUNK):
-            chunk = names[i : i + self.CHUNK]
+        for i in range(0, len(oids), self.CHUNK):
+            chunk = oids[i : i + self.CHUNK]
             try:
-                stdin.write("".join(n + "\n" for n in chunk).encode("utf-8", "surrogateescape"))
+                stdin.write(_batch_request(chunk))
                 stdin.flush()
             except BrokenPipeError:
                 raise GitError("git cat-file", "exited early") from None
-            for name in chunk:
+            for oid in chunk:
                 line = stdout.readline()
                 if not line.endswith(b"\n"):
                     raise GitError("git cat-file", "exited early")
-                header = line[:-1].decode("utf-8", "surrogateescape")
-                if header.endswith(" missing") or header.endswith(" ambiguous"):
-                    result[name] = None
+                parts = line[:-1].decode("ascii", "replace").split(" ")
+                if len(parts) != 3 or parts[0] != oid:
+                    result[oid] = None  # `<oid> missing`
                     continue
-                _, kind, size_text = header.rsplit(" ", 2)
-                size = int(size_text)
+                size = int(parts[2])
                 data = stdout.read(size + 1)[:size]
-                result[name] = data if kind == "blob" else None
+                result[oid] = data if parts[1] == "blob" else None
         return result
 
     def close(self) -> None:
@@ -159,47 +291,41 @@ class BlobReader:
         self.close()
 
 
-def ls_files(paths: Sequence[str], cwd: Path, rev: str | None = None) -> list[str]:
-    """Tracked files under `paths`: in the index (rev None) or in commit `rev`."""
-    if rev is None:
-        out = git(["ls-files", "-z", "--", *paths], cwd)
-    else:
-        out = git(["ls-tree", "-r", "-z", "--name-only", rev, "--", *paths], cwd)
-    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
-
-
-SYMLINK_MODE = "120000"
-
-
-def ls_index(paths: Sequence[str], cwd: Path) -> list[tuple[str, str]]:
-    """(mode, path) of the index's files under `paths` (mode `120000`: a symlink)."""
-    out = git(["ls-files", "-s", "-z", "--", *paths], cwd)
-    entries = []
-    for entry in out.decode("utf-8", "surrogateescape").split("\0"):
-        meta, _, path = entry.partition("\t")
-        if path:
-            entries.append((meta.split(" ", 1)[0], path))
-    return entries
+def safe_relpath(path: str) -> bool:
+    """A path from a git listing that stays inside the directory it is written under: no
+    empty, `.`, `..` or `.git` component, not absolute, no NUL (a hostile tree object can
+    hold entries that git itself would never check out)."""
+    if not path or path.startswith("/") or "\0" in path:
+        return False
+    return all(part not in ("", ".", "..") and part.lower() != ".git" for part in path.split("/"))
 
 
 def materialize(paths: Sequence[str], dest: Path, cwd: Path, rev: str | None = None) -> None:
     """Write the index's (or commit `rev`'s) version of `paths` under `dest`."""
-    files = ls_files(paths, cwd, rev)
-    if not files:
-        return
     if rev is None:
+        files = ls_files(paths, cwd)
+        if not files:
+            return
         prefix = str(dest).rstrip("/") + "/"
         payload = "\0".join(files).encode("utf-8", "surrogateescape") + b"\0"
         git(["checkout-index", "-z", "--stdin", f"--prefix={prefix}"], cwd, input=payload)
         return
-    blobs = cat_files([f"{rev}:{f}" for f in files], cwd)
-    for f in files:
-        data = blobs[f"{rev}:{f}"]
+    entries = [
+        (oid, path)
+        for _, kind, oid, path in tree_entries(paths, cwd, rev, recursive=True)
+        if kind == "blob" and safe_relpath(path)
+    ]
+    blobs = read_blobs((oid for oid, _ in entries), cwd)
+    for oid, path in entries:
+        data = blobs.get(oid)
         if data is None:
             continue
-        target = dest / f
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        target = dest / path
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except OSError:
+            continue  # a tree naming a file and a directory alike: the checks see it missing
 
 
 def config_get(key: str, cwd: Path) -> str | None:

@@ -105,9 +105,11 @@ def find_document(target: Path) -> Path:
                 f"directory holds {what}",
                 "a document directory holds exactly one .dlm",
             )
-        return found[0]
+        target = found[0]
     if not target.exists():
         raise DlmGitError(str(target), "no such file or directory", "check the document path")
+    if not target.is_file():  # a FIFO, a device, a socket: reading it could block forever
+        raise DlmGitError(str(target), "not a regular file", "give the path of a .dlm file")
     return target
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dlm_git.errors import UsageError
+from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json
 from dlm_git.output import emit_json
@@ -44,6 +44,13 @@ def verify(
     from dlm_git.verify.replay import check_tolerance
 
     check_tolerance(tolerance)
+    if sample < 1:
+        # 0 would replay nothing yet report SEGMENTS_BITWISE: refused, not redefined
+        raise UsageError(
+            "verify", f"--sample {sample}: must be at least 1", "use --sample 1 or more"
+        )
+    if report is not None and (report.is_dir() or report.exists() and not report.is_file()):
+        raise UsageError("verify", f"--report {report}: not a regular file", "give a file path")
     if worktree:
         if doc is None:
             raise UsageError("verify", "--worktree needs --doc PATH")
@@ -71,7 +78,10 @@ def finish(reports: list[DocReport], report: Path | None, as_json: bool) -> None
         "documents": [r.to_json() for r in reports],
     }
     if report is not None:
-        atomic_write_bytes(report, canonical_json(payload))
+        try:
+            atomic_write_bytes(report, canonical_json(payload))
+        except OSError as exc:
+            raise DlmGitError(str(report), f"cannot write the report ({exc.strerror})") from None
     if as_json:
         emit_json(payload)
     else:

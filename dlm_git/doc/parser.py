@@ -11,7 +11,10 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,7 @@ from dlm_git.doc.sections import (
     prose_section,
 )
 from dlm_git.hashing import sha256_bytes
+from dlm_git.safeparse import load_yaml
 
 FENCE_RE = re.compile(r"^::(?P<body>[^:\s]*)::\s*$")
 FENCE_BODY_RE = re.compile(r"^(?P<kind>[a-z_]+)(?:#(?P<adapter>[A-Za-z0-9_.-]+))?$")
@@ -89,12 +93,33 @@ def normalize_text(text: str) -> str:
 def parse_document(path: Path) -> Document:
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except FileNotFoundError:
         raise DocError(path, "no such file", hint="check the document path") from None
     except IsADirectoryError:
         raise DocError(path, "is a directory, not a .dlm file") from None
+    except OSError as exc:
+        raise DocError(path, f"cannot be read ({exc.strerror})") from None
     return parse_bytes(raw, path)
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of `path`, refusing anything but a regular file (`IsADirectoryError` for
+    a directory, `DocError` for a FIFO, socket or device). Opened non-blocking and
+    checked on the open descriptor, so a FIFO can neither hang the read nor be swapped
+    in between a check and the open."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise DocError(path, "is not a regular file", hint="give the path of a .dlm file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def parse_bytes(raw: bytes, path: Path) -> Document:
@@ -150,7 +175,7 @@ class _UniqueKeyLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
 
 def parse_frontmatter(fm_text: str, path: Path) -> Frontmatter:
     try:
-        data = yaml.load(fm_text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = load_yaml(fm_text, _UniqueKeyLoader)  # nesting bounded first: no overflow
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]

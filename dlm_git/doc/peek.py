@@ -1,8 +1,8 @@
 """A light look at a `.dlm`'s frontmatter, for hooks and verification that must stay fast.
 
-Invariant: only a safe YAML load of the frontmatter (libyaml's when available; cached per
-document bytes); no schema validation (callers that need validated values use
-`doc.parser`). Anything unreadable gives an empty result.
+Invariant: only a safe YAML load of the frontmatter (libyaml's when available, nesting
+bounded first by `dlm_git.safeparse`; cached per document bytes); no schema validation
+(callers that need validated values use `doc.parser`). Anything unreadable gives an empty result.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader when available
+from dlm_git.safeparse import load_yaml
 
 
 def peek_frontmatter(text: bytes) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def _peek(text: bytes) -> dict[str, Any]:
         if lines[0] != "---":
             return {}
         end = lines.index("---", 1)
-        data = yaml.load("\n".join(lines[1:end]), Loader=_LOADER)
+        data = load_yaml("\n".join(lines[1:end]))
     except (UnicodeDecodeError, ValueError, yaml.YAMLError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -7,13 +7,15 @@ Invariants:
   config digest of every document that relies on it.
 - Documents written for the original `dlm` tool (`dlm_version` 1..15, `export:` block,
   `sources_policy: permissive`, registry base keys) validate unchanged.
+- Numbers are numbers: a YAML boolean is never taken as an integer or a float
+  (`max_steps: true` is an error, not 1), and no float field takes `.inf` or `.nan`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from dlm_git.doc.ulid import is_ulid
 
@@ -21,8 +23,19 @@ MAX_DLM_VERSION = 15
 GiB = 1024**3
 
 
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, not the boolean {str(value).lower()}")
+    return value
+
+
+NotBool = BeforeValidator(_not_a_bool)
+Int = Annotated[int, NotBool]
+Float = Annotated[float, NotBool]
+
+
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False, allow_inf_nan=False)
 
 
 class SourceSpec(Frozen):
@@ -31,8 +44,8 @@ class SourceSpec(Frozen):
     path: str
     include: tuple[str, ...] = ("**/*",)
     exclude: tuple[str, ...] = ()
-    max_bytes_per_file: Annotated[int, Field(gt=0)] = 1_000_000
-    max_files: Annotated[int, Field(gt=0)] = 10_000
+    max_bytes_per_file: Annotated[Int, Field(gt=0)] = 1_000_000
+    max_files: Annotated[Int, Field(gt=0)] = 10_000
 
     @field_validator("path")
     @classmethod
@@ -44,30 +57,30 @@ class SourceSpec(Frozen):
 
 class CacheConfig(Frozen):
     enabled: bool = True
-    max_bytes: Annotated[int, Field(gt=0)] = 10 * GiB
-    prune_older_than_days: Annotated[int, Field(gt=0)] = 90
+    max_bytes: Annotated[Int, Field(gt=0)] = 10 * GiB
+    prune_older_than_days: Annotated[Int, Field(gt=0)] = 90
 
 
 class TrainingConfig(Frozen):
     adapter: Literal["lora"] = "lora"
-    lora_r: Annotated[int, Field(ge=1, le=1024)] = 8
-    lora_alpha: Annotated[float, Field(gt=0)] = 16
-    lora_dropout: Annotated[float, Field(ge=0, lt=1)] = 0.05
+    lora_r: Annotated[Int, Field(ge=1, le=1024)] = 8
+    lora_alpha: Annotated[Float, Field(gt=0)] = 16
+    lora_dropout: Annotated[Float, Field(ge=0, lt=1)] = 0.05
     target_modules: Literal["auto"] | tuple[str, ...] = "auto"
-    sequence_len: Annotated[int, Field(ge=16, le=131072)] = 256
-    micro_batch_size: Annotated[int, Field(ge=1)] = 4
-    grad_accum: Annotated[int, Field(ge=1)] = 1
-    learning_rate: Annotated[float, Field(gt=0)] = 2e-4
-    num_epochs: Annotated[int, Field(ge=1)] = 1
-    max_steps: Annotated[int, Field(ge=1)] | None = None
-    seed: Annotated[int, Field(ge=0, lt=2**32)] = 42
+    sequence_len: Annotated[Int, Field(ge=16, le=131072)] = 256
+    micro_batch_size: Annotated[Int, Field(ge=1)] = 4
+    grad_accum: Annotated[Int, Field(ge=1)] = 1
+    learning_rate: Annotated[Float, Field(gt=0)] = 2e-4
+    num_epochs: Annotated[Int, Field(ge=1)] = 1
+    max_steps: Annotated[Int, Field(ge=1)] | None = None
+    seed: Annotated[Int, Field(ge=0, lt=2**32)] = 42
     lr_scheduler: Literal["linear", "cosine", "constant"] = "linear"
-    warmup_ratio: Annotated[float, Field(ge=0, le=1)] = 0.1
+    warmup_ratio: Annotated[Float, Field(ge=0, le=1)] = 0.1
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     sources: tuple[SourceSpec, ...] = ()
     sources_policy: Literal["strict", "permissive"] = "strict"
     cache: CacheConfig = CacheConfig()
-    segment_every: Annotated[int, Field(ge=0)] | None = None
+    segment_every: Annotated[Int, Field(ge=0)] | None = None
     """Segment snapshot interval in optimizer steps; None: about 4 segments; 0: none."""
     numerics: str | None = None
     """Numerics profile (`dlm_git.numerics`); None: the default for the device. Recorded
@@ -96,13 +109,13 @@ class ExportConfig(Frozen):
     """Kept and shown for compatibility with the original `dlm`; dlm-git does not export."""
 
     default_quant: str | None = None
-    default_temperature: float | None = None
-    default_top_p: float | None = None
+    default_temperature: Float | None = None
+    default_top_p: Float | None = None
 
 
 class Frontmatter(Frozen):
     dlm_id: str
-    dlm_version: Annotated[int, Field(ge=1, le=MAX_DLM_VERSION)] = 1
+    dlm_version: Annotated[Int, Field(ge=1, le=MAX_DLM_VERSION)] = 1
     base_model: str = "builtin:tiny"
     system_prompt: str | None = None
     training: TrainingConfig = TrainingConfig()

@@ -10,6 +10,9 @@ Invariants:
 - Under `sources_policy: strict` (the default) a directive, or a symlink found while
   walking it, that resolves outside the repository is refused / skipped.
 - The document's own outputs (adapter/, dlm.lock, manifest.json, ...) are never sources.
+- A file or directory whose name is not valid UTF-8 is skipped with that reason (its
+  relpath shown with the bad bytes escaped, `\\xff`): relpaths are hashed and recorded
+  as UTF-8 text. Any other name (newlines, tabs, leading dashes, ...) is a name.
 """
 
 from __future__ import annotations
@@ -322,6 +325,11 @@ def _walk(
         entries = list(it)
     for entry in entries:
         rel = rel_dir + entry.name
+        if not entry.name.isascii() and not _is_utf8(entry.name):
+            kind = "directory" if entry.is_dir(follow_symlinks=False) else "file"
+            shown = os.fsencode(prefix + rel).decode("utf-8", "backslashreplace")
+            skipped.append(SkippedFile(shown, f"{kind} name is not valid UTF-8"))
+            continue
         if entry.is_file(follow_symlinks=False):  # the common case first: one check
             found.append((rel, entry.path, False, True))
         elif entry.is_dir(follow_symlinks=False):
@@ -336,6 +344,15 @@ def _walk(
             link = entry.is_symlink()
             found.append((rel, entry.path, link, not link and entry.is_file(follow_symlinks=False)))
     return found
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a name from the file system decoded as UTF-8 (no surrogate escapes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Rules:

@@ -27,7 +27,7 @@ class HashCache:
             data = json.loads(self.path.read_text("utf-8"))
             if isinstance(data, dict):
                 self.entries = data
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             pass
 
     def sha256(self, path: Path) -> str:

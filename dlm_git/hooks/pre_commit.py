@@ -20,7 +20,6 @@ Never imports torch, transformers, peft or dvc.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import sys
@@ -33,7 +32,7 @@ import yaml
 
 from dlm_git import gitio, numerics
 from dlm_git.doc.peek import outside_sources, peek_frontmatter, source_dirs
-from dlm_git.dvcfiles import cache_object, dir_listing, find_out_in, stages_naming
+from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out_in, stages_naming
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
 from dlm_git.hooks.findings import HookFinding, strict_mode, strict_upgrade, summary
@@ -41,6 +40,7 @@ from dlm_git.hooks.hashcache import HashCache
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
 from dlm_git.lock.io import parse_lock_json
 from dlm_git.lock.policy import apply_strict, by_severity, classify
+from dlm_git.safeparse import load_json, load_yaml
 
 RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
 ACCEPT = (
@@ -71,9 +71,6 @@ class DocState:
     """HEAD's bytes of the same .dlm path (None: no HEAD, or the file is new)."""
 
 
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
-
-
 def discover(
     root: Path, staged: list[str], blobs: dict[str, bytes | None] | None = None
 ) -> list[str]:
@@ -85,7 +82,7 @@ def discover(
     params = blobs.get(":params.yaml")
     if params:
         try:
-            data = yaml.load(params.decode("utf-8"), Loader=YAML_LOADER) or {}
+            data = load_yaml(params.decode("utf-8")) or {}
             listed = data.get("documents") or []
         except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
             listed = []
@@ -94,6 +91,16 @@ def discover(
         if path.endswith(".dlm"):
             docs.append(posixpath.dirname(path) or ".")
     return list(dict.fromkeys(docs))
+
+
+def _field(obj: Any, *keys: str) -> Any:
+    """`obj[k1][k2]...` where every level is a JSON object; None where one is not (a
+    hostile manifest or lock may hold a list or a number anywhere)."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
 
 
 def _in(path: str, directory: str) -> bool:
@@ -120,19 +127,25 @@ def load_states(
         with gitio.BlobReader(root) as own:
             return load_states(root, rels, has_head, symlinks, own, keep)
     dlms_in: dict[str, list[str]] = {}
-    for mode, path in gitio.ls_index(rels, root):
+    index: dict[str, str] = {}  # path -> object id of the staged file
+    for mode, oid, path in gitio.index_entries(rels, root):
+        index[path] = oid
         if path.endswith(".dlm"):
             dlms_in.setdefault(posixpath.dirname(path) or ".", []).append(path)
         if symlinks is not None and mode == gitio.SYMLINK_MODE:
             symlinks.append(path)
     if has_head is None:
         has_head = gitio.resolve_commit("HEAD", root) is not None
-    names: list[str] = []
-    for rel in rels:
-        dlms = dlms_in.get(rel, [])
-        if len(dlms) == 1:
-            names += [f":{dlms[0]}"] + ([f"HEAD:{dlms[0]}"] if has_head else [])
-    blobs = reader.read(names)
+
+    def read(paths: list[str]) -> dict[str, bytes | None]:
+        """`:path` and `HEAD:path` of every path; the staged ones by the ids listed above."""
+        staged = reader.read_blobs(index[p] for p in paths if p in index)
+        blobs = {f":{p}": staged.get(index[p]) if p in index else None for p in paths}
+        if has_head:
+            blobs.update(reader.read(f"HEAD:{p}" for p in paths))
+        return blobs
+
+    blobs = read([dlms[0] for dlms in (dlms_in.get(rel, []) for rel in rels) if len(dlms) == 1])
     states = []
     for rel in rels:
         dlms = dlms_in.get(rel, [])
@@ -151,13 +164,11 @@ def load_states(
         )
         if keep is None or keep(state):
             states.append(state)
-    names = []
+    paths = []
     for state in states:
         prefix = "" if state.rel == "." else state.rel + "/"
-        names += [f":{prefix}{LOCK_NAME}", f":{prefix}{MANIFEST_NAME}"]
-        if has_head:
-            names += [f"HEAD:{prefix}{LOCK_NAME}", f"HEAD:{prefix}{MANIFEST_NAME}"]
-    blobs = reader.read(names)
+        paths += [f"{prefix}{LOCK_NAME}", f"{prefix}{MANIFEST_NAME}"]
+    blobs = read(paths)
     for state in states:
         prefix = "" if state.rel == "." else state.rel + "/"
         state.lock = blobs.get(f":{prefix}{LOCK_NAME}")
@@ -314,9 +325,11 @@ class Checker:
             self.add("ERROR", s.rel, "manifest", "dlm.lock staged without manifest.json", RETRAIN)
             return None
         try:
-            manifest = json.loads(s.manifest.decode("utf-8"))
-            manifest["adapter"]["files"]  # noqa: B018 (shape check)
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            manifest = load_json(s.manifest.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            manifest = None
+        files = _field(manifest, "adapter", "files")
+        if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
             self.add("ERROR", s.rel, "manifest", "manifest.json does not parse", RETRAIN)
             return None
         return manifest  # type: ignore[no-any-return]
@@ -350,21 +363,16 @@ class Checker:
         else:
             try:
                 out = find_out_in(dvc_data, adapter_rel)
-            except (ValueError, yaml.YAMLError, UnicodeDecodeError):
-                self.add(
-                    "ERROR",
-                    s.rel,
-                    "adapter.binding",
-                    "dvc.lock does not parse",
-                    "restore it or run `dvc repro`",
-                )
+                listing = dir_listing(self.root, out.md5) if out is not None else None
+            except DvcRecordError as exc:
+                what = f"{exc.subject}: {exc.message}"
+                self.add("ERROR", s.rel, "adapter.binding", what, exc.hint or RETRAIN)
                 return
             if out is None:
                 self.add(
                     "ERROR", s.rel, "adapter.binding", f"dvc.lock records no {adapter_rel}", RETRAIN
                 )
                 return
-            listing = dir_listing(self.root, out.md5)
             if listing is None:
                 self.add(
                     "ERROR",
@@ -430,7 +438,7 @@ class Checker:
         if self.sources_unchanged(s, m):
             return
         root = self.sources_root(s)
-        if isinstance(root, str) and root != (m.get("sources") or {}).get("merkle_root"):
+        if isinstance(root, str) and root != _field(m, "sources", "merkle_root"):
             self.add(
                 "ERROR",
                 s.rel,
@@ -457,14 +465,10 @@ class Checker:
         if any(_in(p, d) for d in dirs for p in [*self.staged, *self.symlinks]):
             return False
         try:
-            head_root = (json.loads(s.head_manifest.decode("utf-8")).get("sources") or {}).get(
-                "merkle_root"
-            )
-        except (ValueError, UnicodeDecodeError, AttributeError):
+            head_root = _field(load_json(s.head_manifest.decode("utf-8")), "sources", "merkle_root")
+        except (ValueError, UnicodeDecodeError):
             return False
-        return isinstance(head_root, str) and head_root == (m.get("sources") or {}).get(
-            "merkle_root"
-        )
+        return isinstance(head_root, str) and head_root == _field(m, "sources", "merkle_root")
 
     def sources_root(self, s: DocState) -> str | HookFinding | None:
         """The sources Merkle root of the *staged* tree (materialized in a temp dir)."""
@@ -501,20 +505,18 @@ class Checker:
         if s.head_manifest is None or s.head_lock is None:
             return
         try:
-            hm = json.loads(s.head_manifest.decode("utf-8"))
-            hl = json.loads(s.head_lock.decode("utf-8"))
+            hm = load_json(s.head_manifest.decode("utf-8"))
+            hl = load_json(s.head_lock.decode("utf-8"))
         except (ValueError, UnicodeDecodeError):
             return
         same_inputs = (
-            hm.get("dlm_sha256") == m.get("dlm_sha256")
-            and (hm.get("sources") or {}).get("merkle_root")
-            == (m.get("sources") or {}).get("merkle_root")
-            and hm.get("config_sha256") == m.get("config_sha256")
-            and (hm.get("base") or {}).get("tensor_root")
-            == (m.get("base") or {}).get("tensor_root")
+            _field(hm, "dlm_sha256") == m.get("dlm_sha256")
+            and _field(hm, "sources", "merkle_root") == _field(m, "sources", "merkle_root")
+            and _field(hm, "config_sha256") == m.get("config_sha256")
+            and _field(hm, "base", "tensor_root") == _field(m, "base", "tensor_root")
         )
-        old = (hm.get("adapter") or {}).get("tensor_root")
-        new = (m.get("adapter") or {}).get("tensor_root")
+        old = _field(hm, "adapter", "tensor_root")
+        new = _field(m, "adapter", "tensor_root")
         if not same_inputs or old == new:
             return
         moved = f"same inputs as HEAD but a different adapter ({str(old)[:16]} -> {str(new)[:16]})"

@@ -25,6 +25,8 @@ def parse_lock_json(data: bytes, subject: str) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise LockError(subject, f"lock is not valid JSON{where}", hint) from None
+    except RecursionError:
+        raise LockError(subject, "lock is not valid JSON (nested too deeply)", hint) from None
     if not isinstance(obj, dict):
         raise LockError(subject, "lock is not a JSON object", hint)
     version = obj.get("lock_version")

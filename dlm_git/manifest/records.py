@@ -70,7 +70,7 @@ def read_manifest_bytes(data: bytes, subject: str) -> Manifest:
     try:
         obj = json.loads(data.decode("utf-8"))
         return Manifest.model_validate(obj)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         raise DlmGitError(subject, "manifest is not valid JSON", "re-run training") from None
     except ValidationError as exc:
         first = exc.errors()[0]

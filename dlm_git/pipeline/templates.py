@@ -88,4 +88,9 @@ GITIGNORE_LINES = (
     ".dlm-git/",
     "run.json",
     "dvc_plots/",
+    "# dlm-git: a killed train's half-written outputs (swept by the next train)",
+    ".adapter.new.*",
+    ".adapter.old.*",
+    ".segments.new.*",
+    ".segments.old.*",
 )

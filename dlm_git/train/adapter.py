@@ -8,12 +8,17 @@ Invariants:
   base spec (never an absolute path).
 - The new adapter replaces the old one by rename; a failure before that leaves the old
   adapter untouched.
+- Staging directories are `.<out>.new.<pid>.*` / `.<out>.old.<pid>.*` beside the out:
+  ignored by git (`dlm-git init`'s .gitignore lines) and, when a killed run leaves them
+  behind, removed by the next train of the document (`sweep_stale`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -58,8 +63,48 @@ def save_adapter(model: Any, staging: Path, base_spec: str) -> None:
 
 
 def staging_dir(dest: Path) -> Path:
+    """A fresh `.<name>.new.<pid>.<random>` directory beside `dest` (the pid lets the
+    next train tell a killed run's leftovers from a live run's; see `sweep_stale`)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{dest.name}.new.", dir=dest.parent))
+    return Path(tempfile.mkdtemp(prefix=f".{dest.name}.new.{os.getpid()}.", dir=dest.parent))
+
+
+STALE_RE = re.compile(r"\.(?P<name>[^/]+)\.(?:new|old)\.(?:(?P<pid>\d+)\.)?[^/]*")
+
+
+def sweep_stale(directory: Path, names: tuple[str, ...]) -> list[str]:
+    """Remove `.<name>.new.*` / `.<name>.old.*` entries (for `name` in `names`) that a
+    killed or crashed train left in `directory`: those of no live process (this one
+    included: a train sweeps before it stages anything). Returns the names removed."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = STALE_RE.fullmatch(entry.name)
+        if match is None or match["name"] not in names:
+            continue
+        pid = int(match["pid"]) if match["pid"] else None
+        if pid is not None and pid != os.getpid() and _alive(pid):
+            continue  # another train of this document is running: its staging, not junk
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+        removed.append(entry.name)
+    return sorted(removed)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def install_dir(staging: Path, dest: Path) -> None:
@@ -67,7 +112,7 @@ def install_dir(staging: Path, dest: Path) -> None:
     os.chmod(staging, DIR_MODE)
     old = None
     if dest.exists() or dest.is_symlink():
-        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=dest.parent))
+        old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.{os.getpid()}.", dir=dest.parent))
         os.rmdir(old)
         os.replace(dest, old)
     os.replace(staging, dest)

@@ -229,7 +229,10 @@ def build_model(base_path: Path, training: TrainingConfig, device: str) -> tuple
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(training.seed)
-    model: Any = AutoModelForCausalLM.from_pretrained(str(base_path), dtype=torch.float32)
+    # never run code shipped with a base; the config is loaded under the same flag
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        str(base_path), dtype=torch.float32, trust_remote_code=False
+    )
     targets = resolve_targets(model, training.target_modules)
     lora = LoraConfig(
         r=training.lora_r,
@@ -352,6 +355,9 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Any) ->
         lock, lock_warnings = validate_lock(prior, current, options.lock_mode, str(layout.lock))
     for f in lock_warnings:
         sys.stderr.write(f"{layout.lock}: WARN {f.describe()}\n")
+    from dlm_git.train.adapter import sweep_stale
+
+    sweep_stale(layout.directory, (layout.adapter.name, layout.segments.name))
 
     from dlm_git.train.pipeline import load_or_tokenize, tokenize_document
 

@@ -40,7 +40,8 @@ class RowTokenizer:
             from transformers.utils import logging as hf_logging
 
             hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-            self._tok = AutoTokenizer.from_pretrained(str(self.base_path))
+            # never run code shipped with a base (its config is loaded with the same flag)
+            self._tok = AutoTokenizer.from_pretrained(str(self.base_path), trust_remote_code=False)
             if self.chat_template and not getattr(self._tok, "chat_template", None):
                 raise ValueError(f"{self.base_path}: chat template in files but not loaded")
         return self._tok
@@ -141,21 +142,29 @@ def save_tokens(directory: Path, stream: TokenStream, info: dict[str, Any]) -> N
 def load_tokens(directory: Path) -> tuple[TokenStream, list[bytes], dict[str, Any]]:
     """The token stream, per-row leaf hashes and the index of a tokens directory.
 
-    Raises ValueError if the files are inconsistent with each other."""
-    import json
-
+    Raises ValueError if the files are corrupt (not safetensors, not JSON, wrongly shaped)
+    or inconsistent with each other."""
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    index = json.loads((directory / TOKENS_INDEX).read_text("utf-8"))
-    arrays = load_file(str(directory / TOKENS_FILE))
-    rows = index["rows"]
-    stream = TokenStream.from_labels(
-        [str(r) for r, _ in rows],
-        [int(n) for _, n in rows],
-        arrays["lengths"],
-        arrays["input_ids"],
-        arrays["labels"],
-    )
+    from dlm_git.safeparse import load_json
+
+    try:
+        index = load_json((directory / TOKENS_INDEX).read_text("utf-8"))
+        arrays = load_file(str(directory / TOKENS_FILE))
+        for name in ("lengths", "input_ids", "labels"):
+            if arrays[name].ndim != 1 or arrays[name].dtype.kind not in "iu":
+                raise ValueError(f"{TOKENS_FILE}: {name} is not a 1-D integer array")
+        rows = index["rows"]
+        stream = TokenStream.from_labels(
+            [str(r) for r, _ in rows],
+            [int(n) for _, n in rows],
+            arrays["lengths"],
+            arrays["input_ids"],
+            arrays["labels"],
+        )
+    except (SafetensorError, UnicodeDecodeError, KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"{directory.name}/ is corrupt ({type(exc).__name__}: {exc})") from None
     leaves = stream.leaves()
     if token_stream_root(leaves) != index.get("stream_root"):
         raise ValueError("token stream root does not match the index")

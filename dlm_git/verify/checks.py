@@ -316,7 +316,7 @@ def lora_structure_check(
             raise CheckFailed("adapter not available")
         try:
             config = json.loads((adapter_dir / ADAPTER_CONFIG).read_text("utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise CheckFailed(f"{ADAPTER_CONFIG} cannot be read: {type(exc).__name__}") from None
         if not isinstance(config, dict):
             raise CheckFailed(f"{ADAPTER_CONFIG} is not a JSON object")

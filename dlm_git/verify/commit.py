@@ -6,7 +6,10 @@ Invariants:
   DVC cache at the md5s the commit's dvc.lock names. The worktree and index are never
   read or modified.
 - Missing expected values (no manifest, no dvc.lock record, adapter not in the cache,
-  base not available) are failures (`CANNOT_VERIFY` when it is only absence).
+  base not available) are failures (`CANNOT_VERIFY` when it is only absence). A record
+  that is there but malformed (dvc.lock that does not parse or is wrongly shaped, an md5
+  that is not an md5, a `.dir` listing that is not one) is `FAILED` (check
+  `dvc.binding`), and nothing it names is opened.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import yaml
 
 from dlm_git import gitio
 from dlm_git.doc.peek import source_dirs
-from dlm_git.dvcfiles import cache_object, dir_listing, find_out, parse_dvc_lock
+from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out, parse_dvc_lock
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
+from dlm_git.safeparse import TooDeep, load_yaml
 from dlm_git.verify.checks import (
     Checks,
     DocFiles,
@@ -45,7 +49,12 @@ def commit_documents(root: Path, sha: str) -> list[str]:
     params = gitio.cat_files([f"{sha}:params.yaml"], root).get(f"{sha}:params.yaml")
     if params:
         try:
-            listed = (yaml.safe_load(params.decode("utf-8")) or {}).get("documents") or []
+            listed = (load_yaml(params.decode("utf-8")) or {}).get("documents") or []
+        except TooDeep as exc:
+            # refused, not skipped: later levels (replay's tolerance) read this file too
+            raise DlmGitError(
+                f"{sha[:12]}:params.yaml", f"{exc.problem}", "fix params.yaml"
+            ) from None
         except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
             listed = []
         docs = [posixpath.normpath(str(d)) for d in listed if isinstance(d, str)]
@@ -65,13 +74,21 @@ def assemble_out(
     root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: Path
 ) -> str | None:
     """Copy the directory out `<doc>/<name>` that `dvc_lock` records from the DVC cache
-    into `dest`; None if that worked, else why it could not be done."""
+    into `dest`; None if that worked, else why it could not be done (absent or
+    malformed alike; `copy_out` tells them apart)."""
+    try:
+        return copy_out(root, dvc_lock, doc_rel, name, dest)
+    except DvcRecordError as exc:
+        return exc.one_line()
+
+
+def copy_out(root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: Path) -> str | None:
+    """`assemble_out`, but a malformed record (dvc.lock, an md5, the `.dir` listing)
+    raises `DvcRecordError` before anything it names is opened; the str returned says
+    what is absent."""
     if dvc_lock is None:
         return f"the commit has no dvc.lock recording {name}/"
-    try:
-        lock = parse_dvc_lock(dvc_lock)
-    except (ValueError, yaml.YAMLError, UnicodeDecodeError):
-        return "the commit's dvc.lock does not parse"
+    lock = parse_dvc_lock(dvc_lock)
     out_path = name if doc_rel in ("", ".") else f"{doc_rel}/{name}"
     out = find_out(lock, out_path)
     if out is None:
@@ -130,16 +147,22 @@ def verify_commit_doc(
         gitio.materialize(dirs, tree, root, rev=sha)
         sources_checks(checks, manifest, tree / dlms[0], tree)
         adapter_dir = adapter_from or work / "adapter"
-        why = (
-            None
-            if adapter_from is not None
-            else assemble_adapter(root, files.dvc_lock_bytes, doc_rel, adapter_dir)
-        )
-        if why is not None:
-            notes.append(why)
-            unavailable = True
-            checks.add("adapter.files", False, why)
+        assembled = False
+        try:
+            why = (
+                None
+                if adapter_from is not None
+                else copy_out(root, files.dvc_lock_bytes, doc_rel, ADAPTER_DIR, adapter_dir)
+            )
+        except DvcRecordError as exc:
+            checks.add("dvc.binding", False, f"malformed record: {exc.one_line()}")
         else:
+            assembled = why is None
+            if why is not None:
+                notes.append(why)
+                unavailable = True
+                checks.add("adapter.files", False, why)
+        if assembled:
             adapter_checks(checks, manifest, adapter_dir)
             # bases are machine-local (never in the commit): look beside the real work tree
             base_dir = locate_base_dir(

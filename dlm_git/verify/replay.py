@@ -33,7 +33,7 @@ from dlm_git.manifest.records import ADAPTER_WEIGHTS
 from dlm_git.verify.checks import Check
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup
-from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport
+from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, combine
 
 DEFAULT_MAX_REL_L2 = 1e-3
 BITWISE = "BITWISE"
@@ -230,7 +230,7 @@ def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]
     return DocReport(
         doc=report.doc,
         level="replay",
-        verdict=verdict,
+        verdict=combine(report.verdict, verdict),
         checks=checks,
         adapter_sha256=report.adapter_sha256,
         notes=[*report.notes, *notes],

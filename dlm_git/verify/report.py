@@ -17,6 +17,20 @@ FAILED = "FAILED"
 CANNOT_VERIFY = "CANNOT_VERIFY"
 
 
+PASSING = (VERIFIED, "BITWISE", "WITHIN_TOLERANCE", "SEGMENTS_BITWISE")
+
+
+def combine(hash_verdict: str, level_verdict: str) -> str:
+    """A replay or segments verdict on top of the hash level's: a passing level never
+    hides a failed or unverifiable hash level, and a failed hash level is never softened
+    to CANNOT_VERIFY."""
+    if level_verdict in PASSING and hash_verdict not in PASSING:
+        return hash_verdict
+    if level_verdict == CANNOT_VERIFY and hash_verdict == FAILED:
+        return FAILED
+    return level_verdict
+
+
 @dataclass
 class DocReport:
     doc: str
@@ -29,7 +43,7 @@ class DocReport:
 
     @property
     def ok(self) -> bool:
-        return self.verdict in (VERIFIED, "BITWISE", "WITHIN_TOLERANCE", "SEGMENTS_BITWISE")
+        return self.verdict in PASSING
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

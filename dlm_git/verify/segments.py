@@ -35,7 +35,7 @@ from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
 from dlm_git.verify.checks import Check
 from dlm_git.verify.commit import assemble_adapter, assemble_out
 from dlm_git.verify.profile import Setup, recorded_setup
-from dlm_git.verify.report import CANNOT_VERIFY, DocReport
+from dlm_git.verify.report import CANNOT_VERIFY, DocReport, combine
 
 SEGMENTS_OK = "SEGMENTS_BITWISE"
 
@@ -304,7 +304,7 @@ def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]
     return DocReport(
         doc=report.doc,
         level="segments",
-        verdict=verdict if report.ok or verdict != SEGMENTS_OK else report.verdict,
+        verdict=combine(report.verdict, verdict),
         checks=checks,
         adapter_sha256=report.adapter_sha256,
         notes=[*report.notes, *notes],
