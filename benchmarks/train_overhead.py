@@ -162,6 +162,13 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         os.environ.setdefault("DLM_GIT_BASE_CACHE", str(workdir / "bases"))
 
+        # The default numerics profile's kernel variables only count before torch is
+        # imported: pin them first, so `run_train` runs here (not in a child process) and
+        # the bare loop runs on the same kernels.
+        from dlm_git import numerics
+        from dlm_git.determinism import plan
+
+        numerics.activate(plan("cpu").env)
         # Warm-up: heavy imports and the tiny base, outside every timed region.
         import peft  # noqa: F401
         import torch

@@ -28,7 +28,7 @@ from typing import Any
 from dlm_git import gitio, numerics
 from dlm_git.doc.peek import source_dirs
 from dlm_git.errors import DlmGitError, UsageError
-from dlm_git.layout import LOCK_NAME
+from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
 from dlm_git.manifest.records import ADAPTER_WEIGHTS
 from dlm_git.verify.checks import Check
 from dlm_git.verify.commit import assemble_adapter
@@ -98,6 +98,13 @@ def replay_doc(root: Path, sha: str, report: DocReport, tolerance: float) -> Doc
         notes = [f"replayed under {setup.profile.name} with threads={setup.threads}"]
         recorded_sha = report.adapter_sha256
         replayed_dir = work / "tree" / doc_rel / "adapter"
+        other_files = _other_files_differ(root, sha, doc_rel, outcome)
+        if recorded_sha is not None and outcome.adapter_sha256 == recorded_sha and other_files:
+            # Same weights, another config: the config is a pure function of the
+            # document, so this difference is evidence, whatever the profile.
+            detail = f"weights identical but {other_files} differ from the record"
+            checks.append(Check("replay", False, detail))
+            return _with(report, checks, MISMATCH, notes)
         if recorded_sha is not None and outcome.adapter_sha256 == recorded_sha:
             if report.verdict == CANNOT_VERIFY and _adapter_absent_only(report):
                 # The replay supplies the bytes the DVC cache lacks: check them as the
@@ -177,6 +184,24 @@ def _retrain(root: Path, sha: str, doc_rel: str, setup: Setup, tree: Path) -> An
         replay_flags=setup.flags,
     )
     return run_train(tree / doc_rel, options)
+
+
+def _other_files_differ(root: Path, sha: str, doc_rel: str, outcome: Any) -> str:
+    """The adapter files other than the weights whose replayed sha256 is not the one the
+    commit's manifest records (", "-joined; "" when all agree or nothing is recorded)."""
+    from dlm_git.manifest.records import read_manifest_bytes
+
+    data = _blob(root, sha, _in_doc(doc_rel, MANIFEST_NAME))
+    try:
+        recorded = read_manifest_bytes(data, MANIFEST_NAME).adapter.files if data else None
+    except DlmGitError:
+        return ""  # the hash level reports an unreadable manifest
+    if recorded is None:
+        return ""
+    before = {name: f.sha256 for name, f in recorded.items()}
+    after = {name: f.sha256 for name, f in outcome.manifest.adapter.files.items()}
+    names = sorted((set(before) | set(after)) - {ADAPTER_WEIGHTS})
+    return ", ".join(n for n in names if before.get(n) != after.get(n))
 
 
 def _adapter_absent_only(report: DocReport) -> bool:

@@ -80,3 +80,23 @@ def test_forged_segment_boundary(
     assert detail in result.first_failure["detail"], result.explain()
     if rechain:
         assert result.check("segments.chain")["ok"], result.explain()
+
+
+def test_a_rebound_adapter_config_is_caught_by_replay(forge: Any, forgery: Any) -> None:
+    """`adapter_config.json` changed (rsLoRA scaling and an alpha pattern: the loaded
+    model's outputs change) with the manifest's file record, the `.dir` listing and
+    dvc.lock re-bound. The weights replay bit for bit; the config does not."""
+    import json
+
+    files = forge.adapter_files()
+    config = json.loads(files["adapter_config.json"])
+    config["use_rslora"] = True
+    config["alpha_pattern"] = {"q_proj": 64}
+    forged = json.dumps(config, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    forge.store_adapter({**files, "adapter_config.json": forged}, rebind="files")
+    forge.commit("rebound adapter config")
+
+    forgery.assert_verified(forge.verify("HEAD"))
+    replay = forge.verify_cli("HEAD", "--level", "replay")
+    forgery.assert_caught(replay, "replay", verdicts=("MISMATCH",))
+    assert "adapter_config.json differ" in replay.first_failure["detail"], replay.explain()
