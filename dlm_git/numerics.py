@@ -172,13 +172,14 @@ def choose(requested: str | None, document: str | None, device: str) -> Profile:
     else:
         profile = profile_named(default_profile(device))
     wants_cuda = device.startswith("cuda")
+    subject = "--numerics" if requested and requested != "auto" else "training.numerics"
+    if not (requested and requested != "auto") and not document:
+        subject = "--device"
     if profile.device == "cuda" and not wants_cuda:
-        raise UsageError(
-            "--numerics", f"profile '{profile.name}' trains on CUDA", "add --device cuda"
-        )
+        raise UsageError(subject, f"profile '{profile.name}' trains on CUDA", "add --device cuda")
     if profile.device == "cpu" and wants_cuda:
         raise UsageError(
-            "--numerics",
+            subject,
             f"profile '{profile.name}' is a CPU profile and cannot train on {device}",
             "use --numerics cuda (or auto) with --device cuda",
         )

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dlm_git import __version__
 from dlm_git.base.registry import REGISTRY
@@ -41,6 +41,9 @@ from dlm_git.manifest.schema import (
     TokensRecord,
     TrainingResult,
 )
+
+if TYPE_CHECKING:
+    from dlm_git.determinism import Plan
 
 LockMode = Literal["default", "strict", "update", "ignore"]
 VERSIONED_PACKAGES = (
@@ -331,7 +334,7 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     return _train_here(loaded, options, run_plan)
 
 
-def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Any) -> TrainOutcome:
+def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -> TrainOutcome:
     from dlm_git.determinism import prepare
 
     t_start = time.perf_counter()

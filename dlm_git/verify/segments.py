@@ -126,13 +126,6 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         checks.append(Check("segments.replay", False, "no dlm.lock to replay against"))
         return _with(report, checks, CANNOT_VERIFY, notes)
     lock = parse_lock_json(lock_bytes, LOCK_NAME)
-    setup = recorded_setup(lock)
-    if isinstance(setup, tuple):
-        checks.append(setup[0])
-        return _with(report, checks, setup[1], notes)
-    run_plan = plan(setup.device, setup.profile.name, None, setup.flags)
-    if not numerics.can_run_in_process(run_plan.env):
-        return segment_doc_in_child(root, sha, report, sample, seed, run_plan.env)
     with tempfile.TemporaryDirectory(prefix="dlm-git-segments-") as tmp:
         work = Path(tmp)
         seg_dir, adapter_dir = work / "segments", work / "adapter"
@@ -158,6 +151,15 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         )
         if problem is not None:
             return _with(report, checks, "FAILED", notes)
+        # The chain holds; replaying needs the recorded profile (checked only now, so a
+        # machine that cannot run it still checks the whole chain).
+        setup = recorded_setup(lock)
+        if isinstance(setup, tuple):
+            checks.append(setup[0])
+            return _with(report, checks, setup[1], notes)
+        run_plan = plan(setup.device, setup.profile.name, None, setup.flags)
+        if not numerics.can_run_in_process(run_plan.env):
+            return segment_doc_in_child(root, sha, report, sample, seed, run_plan.env)
         n = len(boundaries) - 1
         picks = sorted(random.Random(seed).sample(range(1, n + 1), min(sample, n)))
         notes.append(f"replaying segments {picks} of {n}")
