@@ -301,9 +301,11 @@ def safe_relpath(path: str) -> bool:
 
 
 def materialize(paths: Sequence[str], dest: Path, cwd: Path, rev: str | None = None) -> None:
-    """Write the index's (or commit `rev`'s) version of `paths` under `dest`."""
+    """Write the index's (or commit `rev`'s) version of `paths` under `dest`. Symbolic
+    links are left out: sources never follow them (`doc/sources.py`), and a link's target
+    text must not become a file that looks like content, nor a link to follow here."""
     if rev is None:
-        files = ls_files(paths, cwd)
+        files = [path for mode, path in ls_index(paths, cwd) if mode != SYMLINK_MODE]
         if not files:
             return
         prefix = str(dest).rstrip("/") + "/"
@@ -312,8 +314,8 @@ def materialize(paths: Sequence[str], dest: Path, cwd: Path, rev: str | None = N
         return
     entries = [
         (oid, path)
-        for _, kind, oid, path in tree_entries(paths, cwd, rev, recursive=True)
-        if kind == "blob" and safe_relpath(path)
+        for mode, kind, oid, path in tree_entries(paths, cwd, rev, recursive=True)
+        if kind == "blob" and mode != SYMLINK_MODE and safe_relpath(path)
     ]
     blobs = read_blobs((oid for oid, _ in entries), cwd)
     for oid, path in entries:

@@ -7,8 +7,14 @@ Invariants:
   select, `exclude` patterns, the default excludes and a `.dlmignore` file at the
   directive's root reject.
 - Every file that is looked at and not taken is recorded with the reason it was skipped.
-- Under `sources_policy: strict` (the default) a directive, or a symlink found while
-  walking it, that resolves outside the repository is refused / skipped.
+- Under `sources_policy: strict` (the default) a directive that resolves outside the
+  repository is refused.
+- Symbolic links are never followed, in train, the hooks and verify alike: a symlinked
+  file or directory found while walking is skipped with the reason "symbolic link (not
+  followed)", and a directive whose path goes through a symlink is refused. (A commit
+  stores a link as its target text; following it would train on whatever the link
+  reaches on this machine — `.git/config`, a secret outside the excludes — and what a
+  verifier materialises from git could never be the same bytes.)
 - The document's own outputs (adapter/, dlm.lock, manifest.json, ...) are never sources.
 - A file or directory whose name is not valid UTF-8 is skipped with that reason (its
   relpath shown with the bad bytes escaped, `\\xff`): relpaths are hashed and recorded
@@ -172,6 +178,19 @@ def expand_sources(doc: Document, repo_root: Path | None = None) -> ExpandedSour
     return ExpandedSources(tuple(files), tuple(skipped), tuple(directives))
 
 
+def _through_link(path: str, root: str) -> bool:
+    """Whether `path` (normalised) or any directory between `root` and it is a symlink."""
+    rel = os.path.relpath(path, root)
+    if rel == "." or rel.startswith(".." + os.sep) or rel == "..":
+        return os.path.islink(path)
+    probe = root
+    for part in rel.split(os.sep):
+        probe = os.path.join(probe, part)
+        if os.path.islink(probe):
+            return True
+    return False
+
+
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -219,6 +238,13 @@ def _expand_one(
     base_rel = Path(os.path.relpath(base, doc_dir)).as_posix()
     resolved = os.path.realpath(base)
     root = str(repo_root)
+    if _through_link(base, root):
+        raise SourcesError(
+            doc.path,
+            f"training.sources[{index}].path '{spec.path}' goes through a symbolic link",
+            line=line(),
+            hint="symbolic links are not followed: name the real directory or file",
+        )
     if strict and not _inside(resolved, root):
         raise SourcesError(
             doc.path,
@@ -233,17 +259,17 @@ def _expand_one(
             line=line(),
             hint="fix the path (it is relative to the document's directory)",
         )
-    candidates: list[tuple[str, str, bool, bool]] = []  # rel, full, is_symlink, is_regular
+    candidates: list[tuple[str, str, bool]] = []  # rel, full, is_regular
     ignore: _Matcher | None = None
     if os.path.isfile(resolved):
-        candidates.append((os.path.basename(base), resolved, False, True))
+        candidates.append((os.path.basename(base), resolved, True))
         base_rel = posixpath.dirname(base_rel) or "."
     else:
         ignore_path = Path(resolved) / IGNORE_FILE
         if ignore_path.is_file():
             text = normalize_text(decode_utf8(ignore_path.read_bytes(), ignore_path))
             ignore = _Matcher(text.split("\n"))
-    rules = _Rules(_Matcher(spec.include), _Matcher(spec.exclude), ignore, outputs, root, strict)
+    rules = _Rules(_Matcher(spec.include), _Matcher(spec.exclude), ignore, outputs)
     skipped: list[SkippedFile] = []
     prefix = "" if base_rel == "." else base_rel + "/"
 
@@ -253,9 +279,9 @@ def _expand_one(
 
     files: list[SourceFile] = []
     limit, max_files = spec.max_bytes_per_file, spec.max_files
-    for rel, full, link, regular in candidates:
+    for rel, full, regular in candidates:
         relpath = prefix + rel
-        reason = rules.file_reason(rel, full, link, regular)
+        reason = rules.file_reason(rel, full, regular)
         if reason is None:
             if len(files) >= max_files:
                 reason = f"beyond max_files ({max_files})"
@@ -315,12 +341,11 @@ def _read_at_most(path: str, limit: int) -> bytes:
 
 def _walk(
     directory: str, rel_dir: str, rules: _Rules, prefix: str, skipped: list[SkippedFile]
-) -> list[tuple[str, str, bool, bool]]:
-    """(relpath under the directive root, full path, is symlink, is regular file) of every
-    file, pruning skipped directories.
-
-    Symlinked directories are never entered, so every path below a real directory is real."""
-    found: list[tuple[str, str, bool, bool]] = []
+) -> list[tuple[str, str, bool]]:
+    """(relpath under the directive root, full path, is regular file) of every file,
+    pruning skipped directories. Symbolic links are skipped, never followed, so every
+    path found is a real path under the directive's root."""
+    found: list[tuple[str, str, bool]] = []
     with os.scandir(directory) as it:
         entries = list(it)
     for entry in entries:
@@ -331,18 +356,17 @@ def _walk(
             skipped.append(SkippedFile(shown, f"{kind} name is not valid UTF-8"))
             continue
         if entry.is_file(follow_symlinks=False):  # the common case first: one check
-            found.append((rel, entry.path, False, True))
+            found.append((rel, entry.path, True))
         elif entry.is_dir(follow_symlinks=False):
             reason = rules.dir_reason(rel, entry.path)
             if reason is None:
                 found.extend(_walk(entry.path, rel + "/", rules, prefix, skipped))
             else:
                 skipped.append(SkippedFile(prefix + rel + "/", reason))
-        elif entry.is_symlink() and os.path.isdir(entry.path):
-            skipped.append(SkippedFile(prefix + rel + "/", "symlinked directory (not followed)"))
+        elif entry.is_symlink():
+            skipped.append(SkippedFile(prefix + rel, "symbolic link (not followed)"))
         else:
-            link = entry.is_symlink()
-            found.append((rel, entry.path, link, not link and entry.is_file(follow_symlinks=False)))
+            found.append((rel, entry.path, False))
     return found
 
 
@@ -358,9 +382,9 @@ def _is_utf8(name: str) -> bool:
 class _Rules:
     """What decides whether a file or directory found under one directive is taken:
     its include and exclude patterns, the directive root's .dlmignore, the default
-    excludes, the document's outputs and the symlink policy."""
+    excludes and the document's outputs."""
 
-    __slots__ = ("_exclude", "_ignore", "_include", "_outputs", "_repo_root", "_strict")
+    __slots__ = ("_exclude", "_ignore", "_include", "_outputs")
 
     def __init__(
         self,
@@ -368,16 +392,12 @@ class _Rules:
         exclude: _Matcher,
         ignore: _Matcher | None,
         outputs: set[str],
-        repo_root: str,
-        strict: bool,
     ) -> None:
         # an empty pattern list matches nothing: no call at all
         self._include = include.match
         self._exclude = None if exclude.empty else exclude.match
         self._ignore = None if ignore is None or ignore.empty else ignore.match
         self._outputs = outputs
-        self._repo_root = repo_root
-        self._strict = strict
 
     def dir_reason(self, rel: str, full: str) -> str | None:
         probe = rel + "/"
@@ -391,14 +411,10 @@ class _Rules:
             return "matched by exclude"
         return None
 
-    def file_reason(self, rel: str, full: str, link: bool, regular: bool) -> str | None:
-        """Why a file found while walking is not taken (None: take it).
-
-        `full` lies under the directive's resolved root and no directory on the way is a
-        symlink (the walk does not follow them), so only a symlinked file can lead
-        elsewhere."""
-        real = os.path.realpath(full) if link else full
-        if real in self._outputs:
+    def file_reason(self, rel: str, full: str, regular: bool) -> str | None:
+        """Why a file found while walking is not taken (None: take it). `full` is a real
+        path under the directive's resolved root (the walk follows no link)."""
+        if full in self._outputs:
             return "the document itself or one of its outputs"
         # The default excludes have no slash but a trailing one, so they match a path
         # through one of its names; every directory on the way was checked when the walk
@@ -411,11 +427,6 @@ class _Rules:
             return "matched by exclude"
         if not self._include(rel):
             return "not matched by include"
-        if link:
-            if self._strict and not _inside(real, self._repo_root):
-                return "symlink resolves outside the repository"
-            if not os.path.isfile(real):
-                return "symlink to a non-file"
-        elif not regular:
+        if not regular:
             return "not a regular file"
         return None

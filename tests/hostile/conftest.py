@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hostile_helpers import HOSTILE_NAMES, NON_UTF8_NAME, dead_pid, load_forgery
+from hostile_helpers import HOSTILE_NAMES, NON_UTF8_NAME, SYMLINKS, dead_pid, load_forgery
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,8 @@ def forge(
 def hostile_names_repo(
     tmp_path_factory: pytest.TempPathFactory, verified_repo: Path, forgery: ModuleType
 ) -> Path:
-    """The verified repository with source files of hostile names added to demo/notes,
+    """The verified repository with source files of hostile names (and symlinks, one to a
+    sibling note, one to `.git/config`) added to demo/notes,
     stale staging directories planted beside the document (a killed train's leftovers,
     which the next train must sweep), retrained by `dvc repro`, and committed. Built
     once per session; never modify it (copy it)."""
@@ -47,6 +48,8 @@ def hostile_names_repo(
         (notes / name).write_text(f"# Hostile name {i}\n\nThe file named {name!r}.\n", "utf-8")
     with open(os.path.join(os.fsencode(notes), NON_UTF8_NAME), "wb") as fh:
         fh.write(b"# not UTF-8 by name\n")
+    for link, target in SYMLINKS.items():  # never followed: skipped with a reason
+        (notes / link).symlink_to(target)
     doc = root / forgery.DOC
     stale = [f".segments.new.{dead_pid()}.abc", ".adapter.new.killed", ".segments.old.x"]
     for name in stale:

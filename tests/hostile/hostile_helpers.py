@@ -21,6 +21,8 @@ HOSTILE_NAMES = [
     "0:colon.md",
 ]
 """Source file names that must be read as themselves (all taken as sources)."""
+SYMLINKS = {"inlink.md": "tab\there.md", "cfg.txt": "../../.git/config"}
+"""Symbolic links planted among the sources: an in-repo one and one past the excludes."""
 NON_UTF8_NAME = b"latin1-\xe9t\xe9.md"
 """A source file name that is not UTF-8: skipped with a reason, never a crash."""
 

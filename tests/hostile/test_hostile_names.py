@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_helpers import HOSTILE_NAMES, NON_UTF8_NAME, dlm_git, hook
+from hostile_helpers import HOSTILE_NAMES, NON_UTF8_NAME, SYMLINKS, dlm_git, hook
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +27,7 @@ def test_honest_commit_with_hostile_names_verifies(
     for name in HOSTILE_NAMES:
         assert f"notes/{name}" in recorded, sorted(recorded)
     assert not [r for r in recorded if "latin1" in r], "a non-UTF-8 name was taken"
+    assert not {f"notes/{link}" for link in SYMLINKS} & recorded, "a symlink was followed"
     result = dlm_git(root, "verify", "HEAD", "--json")
     assert result.code == 0, result.stdout + result.stderr
     payload = json.loads(result.stdout)
@@ -68,6 +69,9 @@ def test_non_utf8_name_is_skipped_with_a_reason(
     shown = NON_UTF8_NAME.decode("utf-8", "backslashreplace")
     assert json.dumps(shown)[1:-1] in text or shown in text, text
     assert "name is not valid UTF-8" in text, text
+    skipped = {s["relpath"]: s["reason"] for s in json.loads(text)["sources"]["skipped"]}
+    for link in SYMLINKS:
+        assert skipped[f"notes/{link}"] == "symbolic link (not followed)", skipped
 
 
 def test_stale_staging_is_ignored_by_init(forgery: Any, git_repo: Path) -> None:

@@ -212,32 +212,28 @@ def test_dlmignore_invalid_utf8_is_a_doc_error(git_repo: Path, write_doc: WriteD
 # --- repository boundary ---------------------------------------------------------------------
 
 
-def test_symlink_to_file_outside_repo(git_repo: Path, write_doc: WriteDoc, tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", ["strict", "permissive"])
+def test_symlinks_are_never_followed(
+    git_repo: Path, write_doc: WriteDoc, tmp_path: Path, policy: str
+) -> None:
+    """A commit stores a link as its target text: following it would train on whatever
+    it reaches here (a file outside, `.git/config` past the default excludes), which no
+    verifier could reproduce from git. Every link is skipped, whatever the policy."""
     outside = put(tmp_path / "outside", "secret.txt", "outside text\n")
     put(git_repo, "notes/inside.txt", "inside\n")
     (git_repo / "notes" / "link.txt").symlink_to(outside)
     (git_repo / "notes" / "inlink.txt").symlink_to(Path("inside.txt"))
-    strict = write_doc(git_repo, frontmatter=sources_yaml("path: notes"))
-    assert taken(strict) == ["notes/inlink.txt", "notes/inside.txt"]
-    assert skips(strict) == {"notes/link.txt": "symlink resolves outside the repository"}
-
-    permissive = write_doc(
-        git_repo, frontmatter=sources_yaml("path: notes", policy="permissive"), name="doc.dlm"
-    )
-    files = {f.relpath: f for f in expand(permissive).files}
-    assert sorted(files) == ["notes/inlink.txt", "notes/inside.txt", "notes/link.txt"]
-    assert files["notes/link.txt"].read_text() == "outside text\n"
-
-
-def test_symlinked_directory_not_followed(
-    git_repo: Path, write_doc: WriteDoc, tmp_path: Path
-) -> None:
-    put(tmp_path / "outside", "x.txt", "x")
-    put(git_repo, "notes/a.txt", "a")
+    (git_repo / "notes" / "cfg.txt").symlink_to(Path("../.git/config"))
     (git_repo / "notes" / "ext").symlink_to(tmp_path / "outside", target_is_directory=True)
-    doc = write_doc(git_repo, frontmatter=sources_yaml("path: notes", policy="permissive"))
-    assert taken(doc) == ["notes/a.txt"]
-    assert skips(doc) == {"notes/ext/": "symlinked directory (not followed)"}
+    doc = write_doc(git_repo, frontmatter=sources_yaml("path: notes", policy=policy))
+    assert taken(doc) == ["notes/inside.txt"]
+    not_followed = "symbolic link (not followed)"
+    assert skips(doc) == {
+        "notes/cfg.txt": not_followed,
+        "notes/ext": not_followed,
+        "notes/inlink.txt": not_followed,
+        "notes/link.txt": not_followed,
+    }
 
 
 def test_directive_escaping_repo_refused(git_repo: Path, write_doc: WriteDoc) -> None:
@@ -259,16 +255,20 @@ def test_directive_dotdot_inside_repo_is_fine(git_repo: Path, write_doc: WriteDo
     assert taken(doc) == ["../shared/s.md"]
 
 
-def test_directive_symlink_to_outside_refused(
-    git_repo: Path, write_doc: WriteDoc, tmp_path: Path
+@pytest.mark.parametrize("inside", [True, False])
+def test_a_directive_through_a_symlink_is_refused(
+    git_repo: Path, write_doc: WriteDoc, tmp_path: Path, inside: bool
 ) -> None:
     put(tmp_path / "outside", "x.txt", "x")
-    (git_repo / "ext").symlink_to(tmp_path / "outside", target_is_directory=True)
-    doc = write_doc(git_repo, frontmatter=sources_yaml("path: notes", "path: ext"))
     put(git_repo, "notes/a.txt", "a")
+    target = git_repo / "notes" if inside else tmp_path / "outside"
+    (git_repo / "ext").symlink_to(target, target_is_directory=True)
+    doc = write_doc(git_repo, frontmatter=sources_yaml("path: notes", "path: ext/"))
     with pytest.raises(SourcesError) as info:
         expand(doc)
-    assert str(info.value).startswith(f"{doc}:6: training.sources[1].path 'ext' resolves outside")
+    assert str(info.value).startswith(
+        f"{doc}:6: training.sources[1].path 'ext/' goes through a symbolic link"
+    )
 
 
 def test_permissive_allows_outside_directory(
