@@ -130,13 +130,22 @@ def locate_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> Loc
 
 
 def resolve_base(
-    value: str, doc_dir: Path, repo_root: Path | None = None, tiny_dir: Path | None = None
+    value: str,
+    doc_dir: Path,
+    repo_root: Path | None = None,
+    tiny_dir: Path | None = None,
+    local_dir: Path | None = None,
 ) -> ResolvedBase:
+    """The base `value` names. `tiny_dir`: the built builtin:tiny to use; `local_dir`: the
+    directory a local-directory base is at (a replay trains in a temp tree, while the
+    base, never part of the commit, stays beside the real work tree)."""
     located = locate_base(value, doc_dir, repo_root)
     spec = located.spec
     if spec.kind == "builtin" and tiny_dir is not None:
         check_tiny_dir(tiny_dir)
         path = tiny_dir
+    elif spec.kind == "local" and local_dir is not None:
+        path = local_dir
     elif spec.kind == "builtin":
         path = ensure_tiny_base()
     elif not located.available or located.path is None:

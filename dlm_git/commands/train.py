@@ -41,6 +41,11 @@ def train(
     tiny_dir: Path = typer.Option(
         None, "--tiny-dir", help="Use this directory as the built-in tiny base."
     ),
+    base_dir: Path = typer.Option(
+        None,
+        "--base-dir",
+        help="Use this directory for a local-directory base_model (as --tiny-dir for builtin).",
+    ),
     lock_mode: str = typer.Option(
         "", "--lock-mode", help="default, strict, update or ignore (same as the flags)."
     ),
@@ -84,6 +89,7 @@ def train(
         accept_license=accept_license,
         quiet=quiet or as_json,
         tiny_dir=tiny_dir,
+        base_dir=base_dir,
         numerics=numerics,
         segment_every=segment_every,
     )

@@ -36,6 +36,11 @@ def verify(
         help="With --level replay: the largest relative L2 distance per tensor accepted when"
         " bit equality is not expected (yours; never read from the commit).",
     ),
+    accept_license: bool = typer.Option(
+        False,
+        "--accept-license",
+        help="With --level replay: accept the base model's license for the re-training.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that recorded hashes are what the inputs and outputs really are."""
@@ -68,7 +73,9 @@ def verify(
         if level != "hash":
             from dlm_git.verify.replay import replay_reports
 
-            reports = replay_reports(root, commit, reports, level, sample, seed, tolerance)
+            reports = replay_reports(
+                root, commit, reports, level, sample, seed, tolerance, accept_license
+            )
     finish(reports, report, as_json)
 
 

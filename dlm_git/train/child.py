@@ -48,6 +48,8 @@ def child_argv(target: Path, options: TrainOptions, profile: str | None, device:
         argv.append("--accept-license")
     if options.tiny_dir is not None:
         argv += ["--tiny-dir", str(options.tiny_dir)]
+    if options.base_dir is not None:
+        argv += ["--base-dir", str(options.base_dir)]
     if options.segment_every is not None:
         argv += ["--segment-every", str(options.segment_every)]
     return argv

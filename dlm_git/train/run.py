@@ -74,6 +74,8 @@ class TrainOptions:
     segment_every: int | None = None
     tiny_dir: Path | None = None
     """Use this directory as the built-in tiny base (the pipeline's `base` stage output)."""
+    base_dir: Path | None = None
+    """Use this directory for a local-directory `base_model` (a replay's real base)."""
     numerics: str | None = None
     """Numerics profile (None or `auto`: the document's `training.numerics`, else the
     default for the device)."""
@@ -341,7 +343,11 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
     fm = loaded.doc.frontmatter
     training = fm.training
     resolved = resolve_base(
-        fm.base_model, loaded.doc.directory, loaded.repo_root, tiny_dir=options.tiny_dir
+        fm.base_model,
+        loaded.doc.directory,
+        loaded.repo_root,
+        tiny_dir=options.tiny_dir,
+        local_dir=options.base_dir,
     )
     env = prepare(training.seed, run_plan, options.threads)
     device, hw = env.device, env.hardware

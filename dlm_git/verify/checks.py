@@ -135,9 +135,11 @@ def record_checks(checks: Checks, files: DocFiles) -> tuple[Manifest | None, dic
         expect_equal(
             "lock.base_model_sha256 vs manifest", lk["base_model_sha256"], m.base.tensor_root
         )
-        expect_equal(
-            "lock.base_model_revision vs manifest", lk["base_model_revision"], m.base.revision
-        )
+        if lk["base_model_revision"] != m.base.revision:  # None for a local directory base
+            raise CheckFailed(
+                f"lock.base_model_revision vs manifest: recorded {lk['base_model_revision']!r}"
+                f" but found {m.base.revision!r}"
+            )
         expect_equal("lock.base_model vs manifest", lk["base_model"], m.base.spec)
         expect_equal("lock.seed vs manifest config", lk["seed"], m.training_config.get("seed"))
         return "dlm_id, dlm_sha256, base, seed agree"

@@ -10,19 +10,29 @@ where it can run.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from dlm_git import numerics
 from dlm_git.determinism import MAX_THREADS
+from dlm_git.errors import DlmGitError
 from dlm_git.verify.checks import Check
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED
 
 
 class Setup:
-    """The recorded numerical setup of a run, validated, that a replay re-applies."""
+    """The recorded numerical setup of a run, validated, that a replay re-applies, and
+    where this machine keeps a local-directory base (never part of the commit)."""
 
-    def __init__(self, profile: numerics.Profile, flags: Mapping[str, Any], threads: int) -> None:
+    def __init__(
+        self,
+        profile: numerics.Profile,
+        flags: Mapping[str, Any],
+        threads: int,
+        base_dir: Path | None = None,
+    ) -> None:
         self.profile, self.flags, self.threads = profile, dict(flags), threads
+        self.base_dir = base_dir
 
     @property
     def device(self) -> str:
@@ -32,7 +42,7 @@ class Setup:
         return f"profile {self.profile.name}, threads {self.threads}: runs here"
 
 
-def recorded_setup(lock: Mapping[str, Any]) -> Setup | tuple[Check, str]:
+def recorded_setup(lock: Mapping[str, Any], root: Path, doc_rel: str) -> Setup | tuple[Check, str]:
     """The lock's profile and threads, or the failed `replay.profile` check with its
     verdict: FAILED when the lock is malformed, CANNOT_VERIFY when this machine (or this
     dlm-git) cannot run the profile."""
@@ -64,7 +74,24 @@ def recorded_setup(lock: Mapping[str, Any]) -> Setup | tuple[Check, str]:
             f" (replay {where_it_runs(profile, flags)})"
         )
         return Check("replay.profile", False, why), CANNOT_VERIFY
-    return Setup(profile, flags, threads)
+    return Setup(profile, flags, threads, local_base_dir(root, doc_rel, lock.get("base_model")))
+
+
+def local_base_dir(root: Path, doc_rel: str, spec: object) -> Path | None:
+    """A local-directory base where the hash level finds it: beside the real work tree
+    (its identity is checked against the manifest there and recorded by the replay)."""
+    from dlm_git.base.spec import parse_base_spec
+    from dlm_git.verify.worktree import locate_base_dir
+
+    if not isinstance(spec, str):
+        return None
+    try:
+        kind = parse_base_spec(spec).kind
+    except DlmGitError:
+        return None
+    if kind != "local":
+        return None
+    return locate_base_dir(spec, root / doc_rel, root, None, build=False)
 
 
 def where_it_runs(profile: numerics.Profile, flags: Mapping[str, Any]) -> str:

@@ -68,7 +68,9 @@ def tensor_distances(a: Path, b: Path) -> dict[str, float]:
     return out
 
 
-def replay_doc(root: Path, sha: str, report: DocReport, tolerance: float) -> DocReport:
+def replay_doc(
+    root: Path, sha: str, report: DocReport, tolerance: float, accept_license: bool = False
+) -> DocReport:
     from dlm_git.lock.io import parse_lock_json
 
     doc_rel = report.doc
@@ -82,7 +84,7 @@ def replay_doc(root: Path, sha: str, report: DocReport, tolerance: float) -> Doc
     checks.append(Check("replay.versions", versions_ok, versions_detail))
     if not versions_ok:
         return _with(report, checks, CANNOT_VERIFY if report.ok else report.verdict, [])
-    setup = recorded_setup(lock)
+    setup = recorded_setup(lock, root, doc_rel)
     if isinstance(setup, tuple):
         checks.append(setup[0])
         failed = FAILED in (setup[1], report.verdict)
@@ -91,7 +93,7 @@ def replay_doc(root: Path, sha: str, report: DocReport, tolerance: float) -> Doc
     with tempfile.TemporaryDirectory(prefix="dlm-git-replay-") as tmp:
         work = Path(tmp)
         try:
-            outcome = _retrain(root, sha, doc_rel, setup, work / "tree")
+            outcome = _retrain(root, sha, doc_rel, setup, work / "tree", accept_license)
         except DlmGitError as exc:
             checks.append(Check("replay", False, f"cannot replay: {exc.one_line()}"))
             return _with(report, checks, CANNOT_VERIFY, [])
@@ -167,7 +169,9 @@ def replay_doc(root: Path, sha: str, report: DocReport, tolerance: float) -> Doc
         return _with(report, checks, WITHIN_TOLERANCE if ok and report.ok else MISMATCH, notes)
 
 
-def _retrain(root: Path, sha: str, doc_rel: str, setup: Setup, tree: Path) -> Any:
+def _retrain(
+    root: Path, sha: str, doc_rel: str, setup: Setup, tree: Path, accept_license: bool
+) -> Any:
     from dlm_git.train.run import TrainOptions, run_train
 
     (tree / ".git").mkdir(parents=True)
@@ -182,6 +186,8 @@ def _retrain(root: Path, sha: str, doc_rel: str, setup: Setup, tree: Path) -> An
         quiet=True,
         numerics=setup.profile.name,
         replay_flags=setup.flags,
+        base_dir=setup.base_dir,
+        accept_license=accept_license,
     )
     return run_train(tree / doc_rel, options)
 
@@ -271,10 +277,12 @@ def replay_reports(
     sample: int,
     seed: int | None,
     tolerance: float = DEFAULT_MAX_REL_L2,
+    accept_license: bool = False,
 ) -> list[DocReport]:
     sha = gitio.resolve_commit(rev, root) or rev
     if level == "segments":
         from dlm_git.verify.segments import segment_reports
 
         return segment_reports(root, sha, reports, sample, seed)
-    return [replay_doc(root, sha, r, check_tolerance(tolerance)) for r in reports]
+    limit = check_tolerance(tolerance)
+    return [replay_doc(root, sha, r, limit, accept_license) for r in reports]

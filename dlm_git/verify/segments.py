@@ -153,7 +153,7 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
             return _with(report, checks, "FAILED", notes)
         # The chain holds; replaying needs the recorded profile (checked only now, so a
         # machine that cannot run it still checks the whole chain).
-        setup = recorded_setup(lock)
+        setup = recorded_setup(lock, root, doc_rel)
         if isinstance(setup, tuple):
             checks.append(setup[0])
             return _with(report, checks, setup[1], notes)
@@ -260,7 +260,10 @@ def replay_segments(
     loaded = load_document(tree / doc_rel)
     training = loaded.doc.frontmatter.training
     resolved = resolve_base(
-        loaded.doc.frontmatter.base_model, loaded.doc.directory, loaded.repo_root
+        loaded.doc.frontmatter.base_model,
+        loaded.doc.directory,
+        loaded.repo_root,
+        local_dir=setup.base_dir,
     )
     env = prepare(training.seed, run_plan, setup.threads)
     device = env.device
