@@ -35,6 +35,10 @@ from dlm_git.doc.sections import (
 from dlm_git.hashing import sha256_bytes
 from dlm_git.safeparse import load_yaml
 
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+"""A .dlm is prose and Q/A written by people; tokenizing one section costs memory in
+proportion to its size (a 10 MB document peaked at 1.9 GB), so bulk text belongs in
+`training.sources` files, each bounded by `max_bytes_per_file`."""
 FENCE_RE = re.compile(r"^::(?P<body>[^:\s]*)::\s*$")
 FENCE_BODY_RE = re.compile(r"^(?P<kind>[a-z_]+)(?:#(?P<adapter>[A-Za-z0-9_.-]+))?$")
 CODE_OPEN_RE = re.compile(r"^ {0,3}(?P<marker>`{3,}|~{3,})")
@@ -117,12 +121,19 @@ def read_regular_file(path: Path) -> bytes:
             raise DocError(path, "is not a regular file", hint="give the path of a .dlm file")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
+            return fh.read(MAX_DOCUMENT_BYTES + 1)  # more is refused by parse_bytes
     finally:
         os.close(fd)
 
 
 def parse_bytes(raw: bytes, path: Path) -> Document:
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise DocError(
+            path,
+            f"document is over the {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB limit for a .dlm",
+            hint="move bulk text into files under training.sources"
+            " (each up to max_bytes_per_file)",
+        )
     text = normalize_text(decode_utf8(raw, path))
     lines = text.split("\n")
     if lines[0] != "---":

@@ -54,6 +54,20 @@ def test_frontmatter_numbers(git_repo: Path, write_doc: Any, frontmatter: str, k
     assert "finite" in line or "boolean" in line, line
 
 
+def test_an_oversized_document_is_refused_before_it_is_tokenized(
+    git_repo: Path, write_doc: Any
+) -> None:
+    """A 50 MB .dlm once took 9.2 GB: the document is bounded (bulk text goes to sources,
+    each bounded by max_bytes_per_file), in train, show and the hooks' parser alike."""
+    from dlm_git.doc.parser import MAX_DOCUMENT_BYTES
+
+    para = "Reproducible adapters are rebuilt from the commit that records them.\n\n"
+    doc = write_doc(git_repo / "d", para * (MAX_DOCUMENT_BYTES // len(para) + 1))
+    for args in (["show", str(doc)], ["train", str(doc), "--device", "cpu"]):
+        line = dlm_git(git_repo, *args, timeout=120).one_line_error(1, "doc.dlm")
+        assert "over the 4 MiB limit" in line and "training.sources" in line, line
+
+
 def test_fifo_as_the_document(git_repo: Path) -> None:
     fifo = git_repo / "d" / "doc.dlm"
     fifo.parent.mkdir()
