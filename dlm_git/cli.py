@@ -2,8 +2,10 @@
 
 Invariant: user errors (`DlmGitError`) print one line `subject: message (hint: ...)` to
 stderr and exit with the error's code (1 for failed checks, 2 for misuse); CLI misuse
-caught by the parser exits 2; only bugs show a traceback. Each command lives in its own
-module under `dlm_git/commands/` and imports heavy libraries only inside its body.
+caught by the parser exits 2; an `OSError` (disk full, permission denied, a file removed
+mid-run) is the machine's refusal, printed the same way with exit 1; only bugs show a
+traceback. Each command lives in its own module under `dlm_git/commands/` and imports
+heavy libraries only inside its body.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dlm_git.commands import verify as verify_cmd
 from dlm_git.commands.base import base_app
 from dlm_git.commands.cache import cache_app
 from dlm_git.commands.hooks import hooks_app
-from dlm_git.errors import DlmGitError
+from dlm_git.errors import DlmGitError, EnvironmentFailure
 from dlm_git.output import error_line
 
 app = typer.Typer(
@@ -70,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     except DlmGitError as exc:
         error_line(exc.one_line())
         return exc.exit_code
+    except OSError as exc:  # the machine refused (disk full, permissions, a file gone)
+        failure = EnvironmentFailure.from_os_error(exc)
+        error_line(failure.one_line())
+        return failure.exit_code
     except KeyboardInterrupt:
         error_line("dlm-git: interrupted")
         return 130

@@ -131,8 +131,7 @@ def parse_bytes(raw: bytes, path: Path) -> Document:
         raise DocError(
             path,
             f"document is over the {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB limit for a .dlm",
-            hint="move bulk text into files under training.sources"
-            " (each up to max_bytes_per_file)",
+            hint="move bulk text into files under training.sources (each up to max_bytes_per_file)",
         )
     text = normalize_text(decode_utf8(raw, path))
     lines = text.split("\n")

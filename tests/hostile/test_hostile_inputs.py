@@ -251,3 +251,38 @@ def test_corrupt_tokens_are_retokenized(forge: Any, forgery: Any, damage: str) -
     )
     assert result.code == 0 and "Traceback" not in result.stderr, result.stderr
     assert forge.manifest()["adapter"]["files"] == before
+
+
+def test_a_full_disk_is_one_line_and_leaves_the_outputs_intact(forge: Any, forgery: Any) -> None:
+    """The file-size limit stands in for a full disk: writing the new adapter fails with
+    EFBIG. One line naming the file, exit 1, and every recorded output as it was."""
+    import resource
+    import signal
+    import subprocess
+
+    doc_dir = forge.root / forgery.DOC
+    before = {p.name: p.read_bytes() for p in doc_dir.iterdir() if p.is_file()}
+    before_adapter = (doc_dir / "adapter" / "adapter_model.safetensors").read_bytes()
+    text = (doc_dir / f"{forgery.DOC}.dlm").read_text("utf-8")
+    (doc_dir / f"{forgery.DOC}.dlm").write_text(text + "\nOne more paragraph.\n", "utf-8")
+
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (32 * 1024, 32 * 1024))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlm_git", "train", str(doc_dir), "-q", "--device", "cpu"],
+        cwd=forge.root,
+        env=forgery.venv_env(),
+        capture_output=True,
+        text=True,
+        preexec_fn=limit_file_size,
+        timeout=600,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "File too large" in lines[0], lines
+    after = {p.name: p.read_bytes() for p in doc_dir.iterdir() if p.is_file()}
+    changed = {n for n in before if before[n] != after.get(n)} - {f"{forgery.DOC}.dlm"}
+    assert not changed, f"outputs changed by a failed train: {changed}"
+    assert (doc_dir / "adapter" / "adapter_model.safetensors").read_bytes() == before_adapter
