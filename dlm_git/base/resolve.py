@@ -4,8 +4,10 @@ Invariants:
 - Nothing here touches the network: `hf:` bases come from the local Hugging Face cache
   (`HF_HUB_CACHE`, `HF_HOME/hub`, or `~/.cache/huggingface/hub`) only.
 - A base's identity is (revision, tensor root of its safetensors weights, tokenizer
-  sha256). The tensor root covers every tensor of every `*.safetensors` file; weights in
-  pickle formats are refused, never loaded.
+  sha256, sha256 of its `config.json`). The tensor root covers every tensor of every
+  `*.safetensors` file; weights in pickle formats are refused, never loaded. The config
+  is part of it because it changes the model as much as a weight does (an activation,
+  a norm epsilon, a rope setting).
 - `locate_base` never builds or loads anything (cheap, used by `show`);
   `resolve_base` builds the tiny base if needed; the weights are hashed on first use of
   `ResolvedBase.identity` (training, verify), the tokenizer files on first use of
@@ -49,12 +51,17 @@ TOKENIZER_FILES = (
 )
 
 
+CONFIG_FILE = "config.json"
+
+
 @dataclass(frozen=True)
 class BaseIdentity:
     revision: str | None
     tensor_root: str
     tokenizer_sha256: str
     weight_files: tuple[str, ...]
+    config_sha256: str | None = None
+    """sha256 of `config.json` (None: the base has none)."""
 
 
 @dataclass(frozen=True)
@@ -206,9 +213,11 @@ def base_identity(path: Path, revision: str | None, tokenizer: str | None = None
         root = tensor_root(digests)
     except ValueError as exc:
         raise BaseModelError(str(path), f"weights are inconsistent: {exc}") from None
+    config = path / CONFIG_FILE
     return BaseIdentity(
         revision=revision,
         tensor_root=root,
         tokenizer_sha256=tokenizer or tokenizer_sha256(path),
         weight_files=tuple(f.name for f in files),
+        config_sha256=sha256_file(config) if config.is_file() else None,
     )

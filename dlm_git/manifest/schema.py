@@ -44,6 +44,8 @@ class BaseRecord(_Frozen):
     revision: str | None
     tensor_root: str
     tokenizer_sha256: str
+    config_sha256: str | None = None
+    """sha256 of the base's `config.json` (absent in manifests written before it was)."""
 
 
 class AdapterFile(_Frozen):

@@ -489,6 +489,7 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
             revision=resolved.identity.revision,
             tensor_root=resolved.identity.tensor_root,
             tokenizer_sha256=resolved.identity.tokenizer_sha256,
+            config_sha256=resolved.identity.config_sha256,
         ),
         training_config=config,
         config_sha256=canonical_json_sha256(config),

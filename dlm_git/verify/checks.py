@@ -395,7 +395,10 @@ def base_check(
         ident = base_identity(base_dir, revision)
         expect_equal("base tensor root", manifest.base.tensor_root, ident.tensor_root)
         expect_equal("base tokenizer sha256", manifest.tokenizer_sha256, ident.tokenizer_sha256)
-        return f"tensor root {ident.tensor_root[:16]}"
+        if manifest.base.config_sha256 is None:
+            return f"tensor root {ident.tensor_root[:16]} (config.json not recorded)"
+        expect_equal("base config.json sha256", manifest.base.config_sha256, ident.config_sha256)
+        return f"tensor root {ident.tensor_root[:16]}, config {ident.config_sha256 or '-':.16}"
 
     checks.run("base.identity", identity)
 

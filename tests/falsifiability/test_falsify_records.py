@@ -50,7 +50,7 @@ def test_every_check_is_documented() -> None:
         assert f"`{name}`" in doc, f"docs/verify.md does not describe check {name}"
 
 
-@pytest.mark.parametrize("what", ["weights", "tokenizer"])
+@pytest.mark.parametrize("what", ["weights", "tokenizer", "config"])
 def test_base_swapped(
     forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, what: str
 ) -> None:
@@ -70,13 +70,19 @@ def test_base_swapped(
         )
         assert forged != blob
         (base / "model.safetensors").write_bytes(forged)
-    else:
+    elif what == "tokenizer":
         config = json.loads((base / "tokenizer_config.json").read_text())
         config["model_max_length"] = 4096
         (base / "tokenizer_config.json").write_text(json.dumps(config))
+    else:  # same weights and tokenizer, another model: silu -> relu
+        config = json.loads((base / "config.json").read_text())
+        assert config["hidden_act"] == "silu"
+        config["hidden_act"] = "relu"
+        (base / "config.json").write_text(json.dumps(config))
     result = forge.verify("HEAD")
     forgery.assert_caught(result, "base.identity")
-    assert ("tensor root" if what == "weights" else "tokenizer") in result.first_failure["detail"]
+    expected = {"weights": "tensor root", "tokenizer": "tokenizer", "config": "config.json"}
+    assert expected[what] in result.first_failure["detail"], result.explain()
 
 
 def test_wrong_seed_in_lock(forge: Any, forgery: Any) -> None:
