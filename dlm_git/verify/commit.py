@@ -66,26 +66,19 @@ def commit_documents(root: Path, sha: str) -> list[str]:
 
 def assemble_adapter(root: Path, dvc_lock: bytes | None, doc_rel: str, dest: Path) -> str | None:
     """Copy the commit's adapter out of the DVC cache into `dest`; None if that worked,
-    else why it could not be done."""
-    return assemble_out(root, dvc_lock, doc_rel, ADAPTER_DIR, dest)
-
-
-def assemble_out(
-    root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: Path
-) -> str | None:
-    """Copy the directory out `<doc>/<name>` that `dvc_lock` records from the DVC cache
-    into `dest`; None if that worked, else why it could not be done (absent or
-    malformed alike; `copy_out` tells them apart)."""
+    else why it could not be done (absent or malformed alike; `copy_out` tells them
+    apart, and the hash level's `dvc.binding` reports a malformed record)."""
     try:
-        return copy_out(root, dvc_lock, doc_rel, name, dest)
+        return copy_out(root, dvc_lock, doc_rel, ADAPTER_DIR, dest)
     except DvcRecordError as exc:
         return exc.one_line()
 
 
 def copy_out(root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: Path) -> str | None:
-    """`assemble_out`, but a malformed record (dvc.lock, an md5, the `.dir` listing)
-    raises `DvcRecordError` before anything it names is opened; the str returned says
-    what is absent."""
+    """Copy the directory out `<doc>/<name>` that `dvc_lock` records from the DVC cache
+    into `dest`: None if that worked, else what is absent. A malformed record (dvc.lock,
+    an md5, the `.dir` listing) raises `DvcRecordError` before anything it names is
+    opened."""
     if dvc_lock is None:
         return f"the commit has no dvc.lock recording {name}/"
     lock = parse_dvc_lock(dvc_lock)

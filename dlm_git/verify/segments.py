@@ -28,14 +28,15 @@ from typing import Any
 from dlm_git import gitio, numerics
 from dlm_git.determinism import Plan, plan
 from dlm_git.doc.peek import source_dirs
+from dlm_git.dvcfiles import DvcRecordError
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
 from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
 from dlm_git.verify.checks import Check
-from dlm_git.verify.commit import assemble_adapter, assemble_out
+from dlm_git.verify.commit import assemble_adapter, copy_out
 from dlm_git.verify.profile import Setup, recorded_setup
-from dlm_git.verify.report import CANNOT_VERIFY, DocReport, combine
+from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, combine
 
 SEGMENTS_OK = "SEGMENTS_BITWISE"
 
@@ -130,9 +131,13 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         work = Path(tmp)
         seg_dir, adapter_dir = work / "segments", work / "adapter"
         missing = assemble_adapter(root, blobs.get(f"{sha}:dvc.lock"), doc_rel, adapter_dir)
-        missing = missing or assemble_out(
-            root, blobs.get(f"{sha}:dvc.lock"), doc_rel, SEGMENTS_DIR, seg_dir
-        )
+        try:
+            missing = missing or copy_out(
+                root, blobs.get(f"{sha}:dvc.lock"), doc_rel, SEGMENTS_DIR, seg_dir
+            )
+        except DvcRecordError as exc:  # malformed is a failure, not an absence
+            checks.append(Check("segments.chain", False, f"malformed record: {exc.one_line()}"))
+            return _with(report, checks, FAILED, notes)
         if missing:
             checks.append(Check("segments.chain", False, missing))
             return _with(report, checks, CANNOT_VERIFY, notes)
@@ -150,7 +155,7 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
             )
         )
         if problem is not None:
-            return _with(report, checks, "FAILED", notes)
+            return _with(report, checks, FAILED, notes)
         # The chain holds; replaying needs the recorded profile (checked only now, so a
         # machine that cannot run it still checks the whole chain).
         setup = recorded_setup(lock, root, doc_rel)

@@ -159,6 +159,19 @@ def test_corrupt_dir_listing_fails_verify(forge: Any, forgery: Any, case: str) -
     assert bad["name"] == "dvc.binding" and name in bad["detail"], bad
 
 
+def test_a_corrupt_segments_listing_fails_the_segments_level(forge: Any, forgery: Any) -> None:
+    """The hash level does not read segments/; the segments level must not call a
+    malformed listing "absent" (CANNOT_VERIFY) either."""
+    segments = f"{forgery.DOC}/segments"
+    good = forge.listing(forge.out_md5(segments))
+    name = forge.put_listing({**good, "../escape.json": next(iter(good.values()))})
+    forge.set_out_md5(segments, name, None, None)
+    forge.commit("corrupt segments listing")
+    result = forge.verify("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    assert result.code == 1 and result.verdict == "FAILED", result.explain()
+    assert "malformed record" in result.check("segments.chain")["detail"], result.explain()
+
+
 def test_absent_listing_stays_cannot_verify(forge: Any, forgery: Any) -> None:
     forge.set_out_md5(forgery.ADAPTER_OUT, "0" * 32 + ".dir", None, None)
     forge.commit("adapter not in this cache")
