@@ -31,6 +31,9 @@ ADAPTER_DIR = "adapter"
 TOKENS_DIR = "tokens"
 SEGMENTS_DIR = "segments"
 RUN_RECORD_NAME = "run.json"
+PIPELINE_TINY_DIR = "bases/tiny"
+"""Where the pipeline's `base` stage builds builtin:tiny, relative to the repository root
+(machine-local, DVC-tracked; verify and the hooks look for the base there too)."""
 
 OUTPUT_NAMES = (
     LOCK_NAME,

@@ -3,7 +3,7 @@
     magic      8 bytes  b"DLMTOKC4"
     key       32 bytes  the entry key (hex ASCII), so a misplaced file is a miss
     row_id    u16le length + ASCII, so an entry is never served for another row
-    leaf      32 bytes  the row's token-stream leaf hash (dlm_git.train.stream)
+    leaf      32 bytes  the row's token-stream leaf hash (dlm_git.token_stream)
     count     u32le     sequences in the row
     width     u32le     bytes per stored token id: 2 (all ids < 65536) or 4
     table     count x (u32le length, u32le masked prefix length)
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from dlm_git.hashing import checksum_digest, sha256_text
-from dlm_git.train.stream import RowTokens
+from dlm_git.token_stream import RowTokens
 
 KEY_VERSION = "dlm-git/token-cache/v4"
 MAGIC = b"DLMTOKC4"

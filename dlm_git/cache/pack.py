@@ -54,7 +54,7 @@ from dlm_git.cache.entry import (
     verify_checksum,
 )
 from dlm_git.hashing import checksum_digest
-from dlm_git.train.stream import RowTokens, TokenStream, token_stream_root
+from dlm_git.token_stream import RowTokens, TokenStream, token_stream_root
 
 MAGIC = b"DLMPACK3"
 _HEAD = struct.Struct("<IIIIQQ")

@@ -32,7 +32,7 @@ from typing import TypeVar
 from dlm_git.cache.entry import CorruptEntry, decode_entry
 from dlm_git.cache.pack import Pack, decode_pack, is_other_pack_version
 from dlm_git.fsutil import atomic_write_bytes
-from dlm_git.train.stream import RowTokens
+from dlm_git.token_stream import RowTokens
 
 T = TypeVar("T")
 INDEX_NAME = "cache.sqlite"

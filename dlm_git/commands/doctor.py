@@ -23,7 +23,7 @@ def doctor(
     """Show the numerics profile, its pins, whether it runs here, and the lock it records."""
     from dlm_git import numerics
     from dlm_git.determinism import plan, prepare
-    from dlm_git.train.run import pinned_versions
+    from dlm_git.versions import pinned_versions
 
     report: dict[str, Any] = {"machine": numerics.diagnosis()}
     try:  # first: the profile's variables must be set before torch is imported

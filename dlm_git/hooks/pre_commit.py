@@ -38,8 +38,8 @@ from dlm_git.hashing import sha256_bytes
 from dlm_git.hooks.findings import HookFinding, strict_mode, strict_upgrade, summary
 from dlm_git.hooks.hashcache import HashCache
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
+from dlm_git.lock.decision import judge
 from dlm_git.lock.io import parse_lock_json
-from dlm_git.lock.policy import apply_strict, by_severity, classify
 from dlm_git.safeparse import load_json, load_yaml
 
 RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
@@ -302,15 +302,12 @@ class Checker:
             head = parse_lock_json(s.head_lock, f"HEAD:{s.rel}/{LOCK_NAME}")
         except DlmGitError:
             return lock  # HEAD's lock was already broken: nothing to compare against
-        findings = classify(head, lock)
-        if by_severity(findings, "WARN"):
-            findings = apply_strict(findings, self.strict)
-        accepted = lock.get("supersedes") == sha256_bytes(s.head_lock)
-        for f in by_severity(findings, "ERROR"):
-            if accepted:
-                continue
+        decision = judge(
+            head, lock, strict=lambda: self.strict, prior_sha256=sha256_bytes(s.head_lock)
+        )
+        for f in decision.errors:
             self.add("ERROR", s.rel, "lock.drift", f"lock drift: {f.describe()}", ACCEPT)
-        for f in by_severity(findings, "WARN"):
+        for f in decision.warnings:
             self.add(
                 "WARN",
                 s.rel,

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-TINY_DIR = "bases/tiny"
+from dlm_git.layout import PIPELINE_TINY_DIR
+
+TINY_DIR = PIPELINE_TINY_DIR
 DOCUMENTS_KEY = "documents"
 PIPELINE_KEY = "pipeline"
 

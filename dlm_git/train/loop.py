@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlm_git.train.stream import IGNORE_INDEX, Sequence, TokenStream
+from dlm_git.token_stream import IGNORE_INDEX, Sequence, TokenStream
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8

@@ -24,8 +24,8 @@ from dlm_git.cache.store import PACK_PREFIX, TokenCache, default_cache_dir
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.doc.sources import SourceFile, source_rows_digest
 from dlm_git.manifest.records import sources_record
+from dlm_git.token_stream import RowTokens, TokenStream, token_stream_root
 from dlm_git.train.rows import Row, section_rows, source_rows
-from dlm_git.train.stream import RowTokens, TokenStream, token_stream_root
 from dlm_git.train.tokenize import TOKENS_INDEX, RowTokenizer, load_tokens, save_tokens
 
 

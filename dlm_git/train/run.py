@@ -17,11 +17,9 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from dlm_git import __version__
 from dlm_git.base.registry import REGISTRY
 from dlm_git.base.resolve import ResolvedBase, resolve_base
 from dlm_git.doc.load import LoadedDocument, load_document
@@ -29,9 +27,10 @@ from dlm_git.doc.schema import TrainingConfig
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json, canonical_json_sha256, float_hex, sha256_file
+from dlm_git.lock.decision import LockMode, lock_to_write
 from dlm_git.lock.errors import LockValidationError
 from dlm_git.lock.io import read_lock, write_lock
-from dlm_git.lock.policy import Finding, apply_strict, by_severity, classify
+from dlm_git.lock.policy import Finding
 from dlm_git.lock.schema import LicenseAcceptance, Lock
 from dlm_git.manifest.records import adapter_record, sources_record
 from dlm_git.manifest.schema import (
@@ -41,20 +40,11 @@ from dlm_git.manifest.schema import (
     TokensRecord,
     TrainingResult,
 )
+from dlm_git.versions import pinned_versions
 
 if TYPE_CHECKING:
     from dlm_git.determinism import Plan
 
-LockMode = Literal["default", "strict", "update", "ignore"]
-VERSIONED_PACKAGES = (
-    "torch",
-    "transformers",
-    "peft",
-    "safetensors",
-    "tokenizers",
-    "numpy",
-    "accelerate",
-)
 PERMISSIVE_LICENSES = frozenset({"apache-2.0", "mit", "bsd-3-clause", "bsd-2-clause"})
 LOSS_POLICY = {"prose": "all tokens", "instruction": "answer tokens"}
 
@@ -93,16 +83,6 @@ class TrainOutcome:
     manifest: Manifest
     warnings: list[Finding] = field(default_factory=list)
     run_record: dict[str, Any] = field(default_factory=dict)
-
-
-def pinned_versions() -> dict[str, str]:
-    out = {"dlm_git": __version__}
-    for name in VERSIONED_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def license_acceptance(resolved: ResolvedBase, accept: bool) -> LicenseAcceptance:
@@ -149,30 +129,19 @@ def build_lock(
 def validate_lock(
     prior: Lock | None, current: Lock, mode: LockMode, subject: str
 ) -> tuple[Lock, list[Finding]]:
-    """The lock to write (with the right `supersedes`) and the WARN findings to print."""
-    if prior is None or mode == "ignore":
-        return current, []
-    if mode == "update":
-        if prior.without_supersedes() == current:
-            return prior, []
-        return current.model_copy(update={"supersedes": prior.sha256()}), []
-    findings = apply_strict(
-        classify(prior.model_dump(mode="json"), current.model_dump(mode="json")), mode == "strict"
-    )
-    errors = by_severity(findings, "ERROR")
-    if errors:
+    """The lock to write and the WARN findings to print; the lock decision's errors
+    rendered as a `LockValidationError`."""
+    lock, decision = lock_to_write(prior, current, mode)
+    if not decision.ok:
         flag = "--update-lock" if mode == "default" else "--update-lock (or drop --strict-lock)"
         raise LockValidationError(
             subject,
-            [f"ERROR {f.describe()}" for f in errors],
+            [f"ERROR {f.describe()}" for f in decision.errors],
             f"if the change is intended, re-run with {flag} to accept it and record "
             "`supersedes`; otherwise restore the environment the lock records "
             "(see docs/determinism.md)",
         )
-    # Only ALLOW/WARN differences: keep an accepted `supersedes` when nothing else moved.
-    if prior.without_supersedes() == current:
-        return prior, by_severity(findings, "WARN")
-    return current, by_severity(findings, "WARN")
+    return lock, list(decision.warnings)
 
 
 def effective_config(

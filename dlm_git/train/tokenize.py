@@ -3,7 +3,7 @@
 Invariants:
 - Tokenization of a row depends only on (row, tokenizer state, sequence_len); the result
   is a list of `Sequence`s (input ids and labels, -100 where no loss is taken) whose labels
-  are the ids with a masked prefix (see dlm_git.train.stream).
+  are the ids with a masked prefix (see dlm_git.token_stream).
 - A `tokens/` directory holds a `TokenStream` as safetensors + canonical JSON, never
   pickle; loading it recomputes every row's leaf and checks the stream root it records.
 """
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from dlm_git.hashing import canonical_json
+from dlm_git.token_stream import IGNORE_INDEX, Sequence, TokenStream, token_stream_root
 from dlm_git.train.rows import PLAIN_SYSTEM, PLAIN_TEMPLATE, Row
-from dlm_git.train.stream import IGNORE_INDEX, Sequence, TokenStream, token_stream_root
 
 TOKENS_FILE = "tokens.safetensors"
 TOKENS_INDEX = "tokens.json"

@@ -252,8 +252,9 @@ def replay_segments(
     from dlm_git.doc.load import load_document
     from dlm_git.train.loop import make_trainer, train_loop
     from dlm_git.train.pipeline import tokenize_document
-    from dlm_git.train.run import build_model, loop_config, pinned_versions, resolve_precision
+    from dlm_git.train.run import build_model, loop_config, resolve_precision
     from dlm_git.train.segments import capture, encode_boundary, parse_meta, restore
+    from dlm_git.versions import pinned_versions
 
     setup, run_plan, recorded_versions = pinned
     numerics.activate(run_plan.env)  # before anything below imports torch

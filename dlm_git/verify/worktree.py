@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlm_git.layout import DocLayout, find_document, repo_root_of
+from dlm_git.layout import PIPELINE_TINY_DIR, DocLayout, find_document, repo_root_of
 from dlm_git.verify.checks import (
     Checks,
     DocFiles,
@@ -36,7 +36,6 @@ def locate_base_dir(
     from dlm_git.base.resolve import locate_base
     from dlm_git.base.tiny import check_tiny_dir, ensure_tiny_base
     from dlm_git.base.tiny import tiny_dir as cached_tiny
-    from dlm_git.pipeline.templates import TINY_DIR
 
     try:
         located = locate_base(spec, doc_dir, repo_root)
@@ -44,7 +43,7 @@ def locate_base_dir(
             if tiny_dir is not None:
                 check_tiny_dir(tiny_dir)
                 return tiny_dir
-            for candidate in (cached_tiny(), repo_root / TINY_DIR):
+            for candidate in (cached_tiny(), repo_root / PIPELINE_TINY_DIR):
                 try:
                     check_tiny_dir(candidate)
                     return candidate

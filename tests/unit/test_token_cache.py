@@ -37,8 +37,8 @@ from dlm_git.cache.store import (
     default_cache_dir,
 )
 from dlm_git.doc.load import LoadedDocument, load_document
+from dlm_git.token_stream import RowTokens, Sequence, TokenStream, row_leaf_hash, row_payload
 from dlm_git.train.pipeline import TokenizeResult, tokenize_document
-from dlm_git.train.stream import RowTokens, Sequence, TokenStream, row_leaf_hash, row_payload
 
 DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
 N_FILES = 30

@@ -13,7 +13,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from dlm_git.train.stream import (
+from dlm_git.token_stream import (
     IGNORE_INDEX,
     RowTokens,
     Sequence,
