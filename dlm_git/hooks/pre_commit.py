@@ -1,9 +1,15 @@
 """The pre-commit hook: refuse commits that break the determinism contract.
 
-For every document the staged change concerns (a staged path in its directory or its
-source directories, or a staged dvc.lock that records its adapter differently from HEAD's),
-as the *index* has it (git sets `GIT_INDEX_FILE` for `git commit -a` / `git commit <path>`,
-and every read here goes through git's plumbing, which honours it):
+Documents are found from one `ls-files -z` of the whole index (`dlm_git.docset`):
+params.yaml's `documents:`, every `.dlm` beside records (dlm.lock / manifest.json) and
+every dlm.lock, listed or not, and every staged `.dlm`. For every document the staged
+change concerns (a staged path in its directory or its source directories, or a staged
+dvc.lock that records its adapter differently from HEAD's), as the *index* has it (git
+sets `GIT_INDEX_FILE` for `git commit -a` / `git commit <path>`, and every read here goes
+through git's plumbing, which honours it):
+0. pipeline        a document with records that params.yaml's `documents:` leaves out
+                   (dropped from the pipeline), a listed directory without a .dlm, and,
+                   when params.yaml is staged, its own problems: ERROR
 1. lock drift      staged dlm.lock vs HEAD's, by the shared policy table (lock/policy.py);
                    ERROR unless `supersedes` is the sha256 of HEAD's lock
 2. adapter sha     staged manifest.json's adapter hashes vs the adapter the staged dvc.lock
@@ -14,6 +20,9 @@ and every read here goes through git's plumbing, which honours it):
 4. determinism     same inputs as HEAD's manifest but another adapter: ERROR when the
                    numerical setup is the same and its profile promises bits (class
                    `strong` by this dlm-git's profile table), else WARN naming the cause
+5. base            staged lock.base_model / manifest base.spec vs the staged .dlm's
+                   frontmatter `base_model`: ERROR
+The pre-merge-commit hook runs the same checks on a merge's result (`run(action="merge")`).
 Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict true`) makes WARN an ERROR.
 Never imports torch, transformers, peft or dvc.
 """

@@ -1,6 +1,11 @@
 """Verify what a commit records, reading the commit's objects (never the work tree).
 
 Invariants:
+- The documents verified are found from one listing of the commit's tree
+  (`dlm_git.docset`), never from params.yaml alone: every `.dlm` beside records and
+  every dlm.lock, listed or not, plus what params.yaml lists. Check `pipeline.documents`
+  (first) fails for a document dropped from `documents:` while its records remain and for
+  a listed directory without a .dlm; params.yaml's own problems are one more report.
 - The .dlm, dlm.lock, manifest.json, dvc.lock and sources come from the commit's tree
   (materialized into a temp directory for re-expansion); the adapter bytes come from the
   DVC cache at the md5s the commit's dvc.lock names. The worktree and index are never
