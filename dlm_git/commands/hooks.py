@@ -15,7 +15,7 @@ hooks_app = typer.Typer(
 def install(
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove the hooks instead."),
 ) -> None:
-    """Install pre-commit and pre-push hooks (chaining any existing hook)."""
+    """Install pre-commit, pre-merge-commit and pre-push hooks (chaining any existing hook)."""
     from dlm_git.hooks.install import install_hooks
     from dlm_git.pipeline.init import git_toplevel
 

@@ -16,6 +16,19 @@ import yaml
 
 from dlm_git.safeparse import load_yaml
 
+DEFAULT_BASE_MODEL = "builtin:tiny"
+"""`base_model` when the frontmatter has none (the schema's default)."""
+
+
+def peek_base_model(text: bytes) -> str | None:
+    """The `base_model` a document trains on, as its frontmatter says it (the default when
+    absent); None when the frontmatter cannot be read or the value is not a string."""
+    data = _peek(text)
+    if not data:
+        return None
+    value = data.get("base_model", DEFAULT_BASE_MODEL)
+    return value if isinstance(value, str) else None
+
 
 def peek_frontmatter(text: bytes) -> dict[str, Any]:
     # A copy: the parse is cached (the hooks peek at the same bytes several times).
@@ -25,7 +38,10 @@ def peek_frontmatter(text: bytes) -> dict[str, Any]:
 @functools.lru_cache(maxsize=256)
 def _peek(text: bytes) -> dict[str, Any]:
     try:
-        lines = text.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n").split("\n")
+        decoded = text.decode("utf-8")
+        decoded = decoded[1:] if decoded.startswith("\ufeff") else decoded
+        # line breaks as the parser has them (doc.parser.normalize_text): CRLF and lone CR
+        lines = decoded.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         if lines[0] != "---":
             return {}
         end = lines.index("---", 1)

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from dlm_git.doc.peek import DEFAULT_BASE_MODEL
 from dlm_git.doc.ulid import is_ulid
 
 MAX_DLM_VERSION = 15
@@ -116,7 +117,7 @@ class ExportConfig(Frozen):
 class Frontmatter(Frozen):
     dlm_id: str
     dlm_version: Annotated[Int, Field(ge=1, le=MAX_DLM_VERSION)] = 1
-    base_model: str = "builtin:tiny"
+    base_model: str = DEFAULT_BASE_MODEL
     system_prompt: str | None = None
     training: TrainingConfig = TrainingConfig()
     export: ExportConfig | None = None

@@ -32,10 +32,11 @@ def strict_upgrade(findings: list[HookFinding], strict: bool) -> list[HookFindin
     ]
 
 
-def summary(findings: list[HookFinding], docs: int) -> str:
+def summary(findings: list[HookFinding], docs: int, action: str = "commit") -> str:
+    """The last line: counts, and `<action> refused` when there is an ERROR."""
     errors = sum(1 for f in findings if f.level == "ERROR")
     warns = sum(1 for f in findings if f.level == "WARN")
-    verdict = "commit refused" if errors else "ok"
+    verdict = f"{action} refused" if errors else "ok"
     return f"dlm-git: {errors} error(s), {warns} warning(s) in {docs} document(s): {verdict}"
 
 

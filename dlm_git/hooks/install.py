@@ -21,7 +21,8 @@ from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_text
 
 MARKER = "# dlm-git hook v1"
-HOOKS = ("pre-commit", "pre-push")
+HOOKS = ("pre-commit", "pre-merge-commit", "pre-push")
+"""pre-merge-commit: git runs it instead of pre-commit for a merge that commits by itself."""
 CHAINED_SUFFIX = ".dlm-git-chained"
 
 SHIM = """#!/bin/sh
@@ -33,10 +34,10 @@ py={python}
 {body}
 """
 
-PRE_COMMIT_BODY = """if [ -x "$here/pre-commit{chained}" ]; then
-  "$here/pre-commit{chained}" "$@" || exit $?
+PRE_COMMIT_BODY = """if [ -x "$here/{hook}{chained}" ]; then
+  "$here/{hook}{chained}" "$@" || exit $?
 fi
-exec "$py" -m dlm_git.hooks.pre_commit "$@\""""
+exec "$py" -m dlm_git.hooks.{module} "$@\""""
 
 PRE_PUSH_BODY = """input=$(cat)
 if [ -x "$here/pre-push{chained}" ]; then
@@ -56,12 +57,13 @@ def hooks_dir(repo_root: Path) -> Path:
 
 
 def shim_text(hook: str, python: str | None = None) -> str:
-    body = PRE_COMMIT_BODY if hook == "pre-commit" else PRE_PUSH_BODY
+    module = hook.replace("-", "_")
+    body = PRE_PUSH_BODY if hook == "pre-push" else PRE_COMMIT_BODY
     return SHIM.format(
         marker=MARKER,
         hook=hook,
         python=shlex.quote(python or sys.executable),
-        body=body.format(chained=CHAINED_SUFFIX),
+        body=body.format(chained=CHAINED_SUFFIX, hook=hook, module=module),
     )
 
 

@@ -1,9 +1,15 @@
 """The pre-commit hook: refuse commits that break the determinism contract.
 
-For every document the staged change concerns (a staged path in its directory or its
-source directories, or a staged dvc.lock that records its adapter differently from HEAD's),
-as the *index* has it (git sets `GIT_INDEX_FILE` for `git commit -a` / `git commit <path>`,
-and every read here goes through git's plumbing, which honours it):
+Documents are found from one `ls-files -z` of the whole index (`dlm_git.docset`):
+params.yaml's `documents:`, every `.dlm` beside records (dlm.lock / manifest.json) and
+every dlm.lock, listed or not, and every staged `.dlm`. For every document the staged
+change concerns (a staged path in its directory or its source directories, or a staged
+dvc.lock that records its adapter differently from HEAD's), as the *index* has it (git
+sets `GIT_INDEX_FILE` for `git commit -a` / `git commit <path>`, and every read here goes
+through git's plumbing, which honours it):
+0. pipeline        a document with records that params.yaml's `documents:` leaves out
+                   (dropped from the pipeline), a listed directory without a .dlm, and,
+                   when params.yaml is staged, its own problems: ERROR
 1. lock drift      staged dlm.lock vs HEAD's, by the shared policy table (lock/policy.py);
                    ERROR unless `supersedes` is the sha256 of HEAD's lock
 2. adapter sha     staged manifest.json's adapter hashes vs the adapter the staged dvc.lock
@@ -14,6 +20,9 @@ and every read here goes through git's plumbing, which honours it):
 4. determinism     same inputs as HEAD's manifest but another adapter: ERROR when the
                    numerical setup is the same and its profile promises bits (class
                    `strong` by this dlm-git's profile table), else WARN naming the cause
+5. base            staged lock.base_model / manifest base.spec vs the staged .dlm's
+                   frontmatter `base_model`: ERROR
+The pre-merge-commit hook runs the same checks on a merge's result (`run(action="merge")`).
 Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict true`) makes WARN an ERROR.
 Never imports torch, transformers, peft or dvc.
 """
@@ -31,16 +40,25 @@ from typing import Any
 import yaml
 
 from dlm_git import gitio, numerics
-from dlm_git.doc.peek import outside_sources, peek_frontmatter, source_dirs
+from dlm_git.doc.peek import outside_sources, peek_base_model, peek_frontmatter, source_dirs
+from dlm_git.docset import (
+    FIX_PARAMS,
+    PARAMS_NAME,
+    Params,
+    Tree,
+    assess,
+    documents,
+    read_params,
+)
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out_in, stages_naming
-from dlm_git.errors import DlmGitError
+from dlm_git.errors import DlmGitError, EnvironmentFailure
 from dlm_git.hashing import sha256_bytes
 from dlm_git.hooks.findings import HookFinding, strict_mode, strict_upgrade, summary
 from dlm_git.hooks.hashcache import HashCache
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
 from dlm_git.lock.decision import judge
 from dlm_git.lock.io import parse_lock_json
-from dlm_git.safeparse import load_json, load_yaml
+from dlm_git.safeparse import MAX_DEPTH, TooDeep, load_json
 
 RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
 ACCEPT = (
@@ -71,26 +89,46 @@ class DocState:
     """HEAD's bytes of the same .dlm path (None: no HEAD, or the file is new)."""
 
 
+@dataclass
+class Discovery:
+    """The documents a staged change may concern, and what was read to find them."""
+
+    rels: list[str]
+    """Document directories (see `discover`)."""
+    params: Params | None
+    """params.yaml's `documents:` as the index has it; None: it nests too deep to read."""
+    tree: Tree
+    entries: list[tuple[str, str, str]]
+    """The whole index: (mode, object id, path) of every stage-0 file."""
+    blobs: dict[str, bytes | None]
+    """`:params.yaml`, `:dvc.lock` (and `HEAD:dvc.lock` when there is a HEAD)."""
+
+
 def discover(
-    root: Path, staged: list[str], blobs: dict[str, bytes | None] | None = None
-) -> list[str]:
-    """Document directories: those params.yaml lists (index) plus any with a staged .dlm.
-    `blobs` may hold `:params.yaml` already read."""
-    docs: list[str] = []
-    if blobs is None or ":params.yaml" not in blobs:
-        blobs = gitio.cat_files([":params.yaml"], root)
-    params = blobs.get(":params.yaml")
-    if params:
-        try:
-            data = load_yaml(params.decode("utf-8")) or {}
-            listed = data.get("documents") or []
-        except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
-            listed = []
-        docs.extend(posixpath.normpath(str(d)) for d in listed if isinstance(d, str))
-    for path in staged:
-        if path.endswith(".dlm"):
-            docs.append(posixpath.dirname(path) or ".")
-    return list(dict.fromkeys(docs))
+    root: Path, staged: list[str], reader: gitio.BlobReader | None = None, has_head: bool = False
+) -> Discovery:
+    """Document directories, as the index has them (`dlm_git.docset.documents`):
+    params.yaml's `documents:` (every `.dlm`'s directory without one), every directory
+    with records whether listed or not, and every directory with a staged `.dlm`. One
+    `ls-files` of the whole index (NUL-separated: any byte in a name)."""
+    if reader is None:
+        with gitio.BlobReader(root) as own:
+            return discover(root, staged, own, has_head)
+    entries = gitio.index_entries([], root)
+    ids = {path: oid for _, oid, path in entries}
+    tree = Tree.from_paths(ids)
+    names = (PARAMS_NAME, "dvc.lock")
+    read = reader.read_blobs(ids[n] for n in names if n in ids)
+    blobs = {f":{n}": read.get(ids[n]) if n in ids else None for n in names}
+    if has_head:
+        blobs.update(reader.read(["HEAD:dvc.lock"]))
+    try:
+        params: Params | None = read_params(blobs[f":{PARAMS_NAME}"])
+    except TooDeep:
+        params = None
+    listed = documents(params or Params(None, []), tree)
+    new = [posixpath.dirname(p) or "." for p in staged if p.endswith(".dlm")]
+    return Discovery(list(dict.fromkeys([*listed, *new])), params, tree, entries, blobs)
 
 
 def _field(obj: Any, *keys: str) -> Any:
@@ -107,6 +145,17 @@ def _in(path: str, directory: str) -> bool:
     return directory in ("", ".") or path == directory or path.startswith(directory + "/")
 
 
+def _under_any(path: str, wanted: set[str]) -> bool:
+    """`_in(path, d)` for some d in `wanted`, by walking up `path` (a set lookup per level)."""
+    if "." in wanted or "" in wanted or path in wanted:
+        return True
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        if path in wanted:
+            return True
+    return False
+
+
 def load_states(
     root: Path,
     rels: list[str],
@@ -114,8 +163,10 @@ def load_states(
     symlinks: list[str] | None = None,
     reader: gitio.BlobReader | None = None,
     keep: Callable[[DocState], bool] | None = None,
+    entries: list[tuple[str, str, str]] | None = None,
 ) -> list[DocState]:
-    """The staged and HEAD versions of every document's files: one `ls-files` and one
+    """The staged and HEAD versions of every document's files: one `ls-files` (none when
+    `entries`, the whole index's `(mode, object id, path)`, is given) and one
     `cat-file --batch` process for all documents together (a git process costs
     milliseconds). The .dlm files are read first; documents `keep` turns down (it sees
     `rel`, `dlm_name`, `dlm`, `head_dlm` and `source_dirs`) are dropped before their
@@ -125,10 +176,15 @@ def load_states(
         return []
     if reader is None:
         with gitio.BlobReader(root) as own:
-            return load_states(root, rels, has_head, symlinks, own, keep)
+            return load_states(root, rels, has_head, symlinks, own, keep, entries)
+    if entries is None:
+        entries = gitio.index_entries(rels, root)
+    else:
+        wanted = set(rels)
+        entries = [e for e in entries if _under_any(e[2], wanted)]
     dlms_in: dict[str, list[str]] = {}
     index: dict[str, str] = {}  # path -> object id of the staged file
-    for mode, oid, path in gitio.index_entries(rels, root):
+    for mode, oid, path in entries:
         index[path] = oid
         if path.endswith(".dlm"):
             dlms_in.setdefault(posixpath.dirname(path) or ".", []).append(path)
@@ -278,6 +334,7 @@ class Checker:
         if manifest is None or lock is None:
             return
         self.check_binding(s, manifest)
+        self.check_base(s, manifest, lock)
         self.check_stale(s, manifest)
         self.check_drift(s, manifest, lock)
 
@@ -411,6 +468,33 @@ class Checker:
                     RETRAIN,
                 )
 
+    def check_base(self, s: DocState, m: dict[str, Any], lock: dict[str, Any]) -> None:
+        """The records name the base the staged .dlm's frontmatter names."""
+        written = peek_base_model(s.dlm or b"")
+        if written is None:
+            self.add(
+                "ERROR",
+                s.rel,
+                "base",
+                f"{s.dlm_name}'s frontmatter does not give base_model as a string",
+                "fix the frontmatter, then re-train",
+            )
+            return
+        recorded = {
+            "dlm.lock base_model": lock.get("base_model"),
+            "manifest.json base.spec": _field(m, "base", "spec"),
+        }
+        wrong = [f"{name} {value!r}" for name, value in recorded.items() if value != written]
+        if wrong:
+            self.add(
+                "ERROR",
+                s.rel,
+                "base",
+                f"{s.dlm_name} trains on base_model {written!r} but its records name another"
+                f" base: {' and '.join(wrong)}",
+                RETRAIN,
+            )
+
     def check_stale(self, s: DocState, m: dict[str, Any]) -> None:
         if m.get("dlm_sha256") != sha256_bytes(s.dlm or b""):
             self.add(
@@ -511,6 +595,7 @@ class Checker:
             and _field(hm, "sources", "merkle_root") == _field(m, "sources", "merkle_root")
             and _field(hm, "config_sha256") == m.get("config_sha256")
             and _field(hm, "base", "tensor_root") == _field(m, "base", "tensor_root")
+            and _field(hm, "base", "config_sha256") == _field(m, "base", "config_sha256")
         )
         old = _field(hm, "adapter", "tensor_root")
         new = _field(m, "adapter", "tensor_root")
@@ -560,16 +645,40 @@ def setup_changes(prior: dict[str, Any], current: dict[str, Any]) -> list[str]:
     return out
 
 
-def run(cwd: Path) -> int:
+def pipeline_findings(
+    params: Params | None, tree: Tree, rels: list[str], staged: list[str]
+) -> dict[str, HookFinding]:
+    """Check `pipeline.documents` (see `dlm_git.docset`) as the index has it: per
+    document directory in `rels`, plus params.yaml's own problems under the key
+    `params.yaml` (only when params.yaml is staged). `params` None: params.yaml nests too
+    deep to be read."""
+    out: dict[str, HookFinding] = {}
+    if params is None:
+        if PARAMS_NAME in staged:
+            what = f"does not parse: nested deeper than {MAX_DEPTH} levels"
+            out[PARAMS_NAME] = HookFinding("ERROR", PARAMS_NAME, "pipeline", what, FIX_PARAMS)
+        return out
+    if PARAMS_NAME in staged and params.problems:
+        what = "; ".join(p for _, p in params.problems)
+        out[PARAMS_NAME] = HookFinding("ERROR", PARAMS_NAME, "pipeline", what, FIX_PARAMS)
+    for rel in rels:
+        ok, detail, fix = assess(params, tree, rel)
+        if not ok:
+            out[rel] = HookFinding("ERROR", rel, "pipeline", detail, fix)
+    return out
+
+
+def run(cwd: Path, action: str = "commit") -> int:
+    """Check the index against HEAD; `action` names what an ERROR refuses ("commit", or
+    "merge" for the pre-merge-commit hook, where the index holds the merge result)."""
     root, head = gitio.toplevel_and_head(cwd)
     staged = gitio.staged_paths(root, head=head)
     if not staged:
         return 0
-    names = [":params.yaml", ":dvc.lock"] + (["HEAD:dvc.lock"] if head else [])
     symlinks: list[str] = []
     with gitio.BlobReader(root) as reader:
-        blobs = reader.read(names)
-        rels = discover(root, staged, blobs)
+        found = discover(root, staged, reader, has_head=head is not None)
+        rels, blobs = found.rels, found.blobs
         changed = adapter_record_changed(blobs)
         states = load_states(
             root,
@@ -578,32 +687,41 @@ def run(cwd: Path) -> int:
             symlinks=symlinks,
             reader=reader,
             keep=lambda s: touched(s, staged, changed),
+            entries=found.entries,
         )
     outside = sorted({d for s in states for d in s.source_dirs if not any(_in(d, r) for r in rels)})
     if outside:
         symlinks += [p for mode, p in gitio.ls_index(outside, root) if mode == gitio.SYMLINK_MODE]
+    checked_rels = {s.rel for s in states}
+    pipeline = pipeline_findings(found.params, found.tree, rels, staged)
+    if PARAMS_NAME not in staged:  # params.yaml is HEAD's: only the documents the change concerns
+        pipeline = {k: f for k, f in pipeline.items() if k in checked_rels}
     checker = Checker(root, None, staged=staged, symlinks=symlinks, blobs=blobs)
+    checker.findings.extend(pipeline.values())
     for state in states:
         checker.check(state)
     checker.hashes.save()
-    checked = len(states)
-    if not checked:
-        return 0
+    checked = len(checked_rels | (set(pipeline) - {PARAMS_NAME}))
     findings = checker.findings
+    if not checked and not findings:
+        return 0
     if any(f.level == "WARN" for f in findings):
         findings = strict_upgrade(findings, checker.strict)
     for f in findings:
         sys.stderr.write(f.line() + "\n")
     if findings:
-        sys.stderr.write(summary(findings, checked) + "\n")
+        sys.stderr.write(summary(findings, checked, action) + "\n")
     return 1 if any(f.level == "ERROR" for f in findings) else 0
 
 
-def main() -> int:
+def main(action: str = "commit") -> int:
     try:
-        return run(Path(os.getcwd()))
+        return run(Path(os.getcwd()), action)
     except DlmGitError as exc:
         sys.stderr.write(f"dlm-git: ERROR {exc.one_line()}\n")
+        return 1
+    except OSError as exc:  # the machine refused (a file gone, permissions): one line
+        sys.stderr.write(f"dlm-git: ERROR {EnvironmentFailure.from_os_error(exc).one_line()}\n")
         return 1
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from dlm_git import gitio
-from dlm_git.errors import DlmGitError
+from dlm_git.errors import DlmGitError, EnvironmentFailure
 from dlm_git.hooks.findings import strict_mode
 
 ZERO = "0" * 40
@@ -84,6 +84,9 @@ def main() -> int:
         return run(Path(os.getcwd()), stdin)
     except DlmGitError as exc:
         sys.stderr.write(f"dlm-git: ERROR {exc.one_line()}\n")
+        return 1
+    except OSError as exc:  # the machine refused (a file gone, permissions): one line
+        sys.stderr.write(f"dlm-git: ERROR {EnvironmentFailure.from_os_error(exc).one_line()}\n")
         return 1
 
 

@@ -152,6 +152,18 @@ def record_checks(checks: Checks, files: DocFiles) -> tuple[Manifest | None, dic
         )
         return m.dlm_sha256[:16]
 
+    def doc_base_model() -> str:
+        from dlm_git.doc.peek import peek_base_model
+
+        if files.dlm_bytes is None:
+            raise CheckFailed("the .dlm document is missing")
+        written = peek_base_model(files.dlm_bytes)
+        if written is None:
+            raise CheckFailed("the .dlm's frontmatter does not give base_model as a string")
+        expect_equal("lock.base_model vs the .dlm's base_model", lk["base_model"], written)
+        expect_equal("manifest.base.spec vs the .dlm's base_model", m.base.spec, written)
+        return written
+
     def config_digest() -> str:
         expect_equal("config_sha256", m.config_sha256, canonical_json_sha256(m.training_config))
         return m.config_sha256[:16]
@@ -179,6 +191,7 @@ def record_checks(checks: Checks, files: DocFiles) -> tuple[Manifest | None, dic
     checks.run("lock.fields", lock_fields)
     checks.run("lock.versions", lock_versions)
     checks.run("doc.sha256", doc_sha)
+    checks.run("doc.base_model", doc_base_model)
     checks.run("config.digest", config_digest)
     return manifest, lock
 

@@ -1,6 +1,11 @@
 """Verify what a commit records, reading the commit's objects (never the work tree).
 
 Invariants:
+- The documents verified are found from one listing of the commit's tree
+  (`dlm_git.docset`), never from params.yaml alone: every `.dlm` beside records and
+  every dlm.lock, listed or not, plus what params.yaml lists. Check `pipeline.documents`
+  (first) fails for a document dropped from `documents:` while its records remain and for
+  a listed directory without a .dlm; params.yaml's own problems are one more report.
 - The .dlm, dlm.lock, manifest.json, dvc.lock and sources come from the commit's tree
   (materialized into a temp directory for re-expansion); the adapter bytes come from the
   DVC cache at the md5s the commit's dvc.lock names. The worktree and index are never
@@ -15,20 +20,28 @@ Invariants:
 from __future__ import annotations
 
 import os
-import posixpath
 import shutil
 import tempfile
 from pathlib import Path
 
-import yaml
-
 from dlm_git import gitio
 from dlm_git.doc.peek import source_dirs
+from dlm_git.docset import (
+    CHECK,
+    FIX_PARAMS,
+    PARAMS_NAME,
+    Params,
+    Tree,
+    assess,
+    documents,
+    read_params,
+)
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out, parse_dvc_lock
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
-from dlm_git.safeparse import TooDeep, load_yaml
+from dlm_git.safeparse import TooDeep
 from dlm_git.verify.checks import (
+    Check,
     Checks,
     DocFiles,
     adapter_checks,
@@ -44,24 +57,20 @@ from dlm_git.verify.worktree import locate_base_dir
 UNAVAILABLE_CHECKS = ("adapter.files",)
 
 
-def commit_documents(root: Path, sha: str) -> list[str]:
-    """Document directories of a commit: params.yaml's `documents`, else every .dlm's dir."""
-    params = gitio.cat_files([f"{sha}:params.yaml"], root).get(f"{sha}:params.yaml")
-    if params:
-        try:
-            listed = (load_yaml(params.decode("utf-8")) or {}).get("documents") or []
-        except TooDeep as exc:
-            # refused, not skipped: later levels (replay's tolerance) read this file too
-            raise DlmGitError(
-                f"{sha[:12]}:params.yaml", f"{exc.problem}", "fix params.yaml"
-            ) from None
-        except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
-            listed = []
-        docs = [posixpath.normpath(str(d)) for d in listed if isinstance(d, str)]
-        if docs:
-            return docs
-    files = gitio.ls_files(["."], root, rev=sha)
-    return sorted({posixpath.dirname(f) or "." for f in files if f.endswith(".dlm")})
+def commit_documents(root: Path, sha: str) -> tuple[list[str], Params, Tree]:
+    """Document directories of a commit (see `dlm_git.docset`): params.yaml's
+    `documents:` (or, without one, every .dlm's directory), then every directory with
+    records that the list leaves out. One listing of the commit's tree."""
+    params_bytes = gitio.cat_files([f"{sha}:{PARAMS_NAME}"], root).get(f"{sha}:{PARAMS_NAME}")
+    try:
+        params = read_params(params_bytes)
+    except TooDeep as exc:
+        # refused, not skipped: later levels (replay's tolerance) read this file too
+        raise DlmGitError(
+            f"{sha[:12]}:{PARAMS_NAME}", f"{exc.problem}", "fix params.yaml"
+        ) from None
+    tree = Tree.from_paths(gitio.ls_files(["."], root, rev=sha))
+    return documents(params, tree), params, tree
 
 
 def assemble_adapter(root: Path, dvc_lock: bytes | None, doc_rel: str, dest: Path) -> str | None:
@@ -112,10 +121,13 @@ def verify_commit_doc(
     work: Path,
     build_base: bool = True,
     adapter_from: Path | None = None,
+    listing: tuple[bool, str] | None = None,
 ) -> DocReport:
     """The hash-level report of one document. `adapter_from`: take the adapter's bytes
     from this directory instead of the DVC cache (a bitwise replay's output), so every
-    check of the adapter against the manifest and dvc.lock still runs."""
+    check of the adapter against the manifest and dvc.lock still runs. `listing`: the
+    result of check `pipeline.documents` for it (see `dlm_git.docset.assess`), recorded
+    first."""
     prefix = "" if doc_rel in ("", ".") else doc_rel + "/"
     listed = gitio.ls_files([doc_rel], root, rev=sha)
     dlms = [p for p in listed if p.endswith(".dlm") and "/" not in p[len(prefix) :]]
@@ -130,6 +142,8 @@ def verify_commit_doc(
         dvc_lock_bytes=blobs.get(f"{sha}:dvc.lock"),
     )
     checks = Checks()
+    if listing is not None:
+        checks.add(CHECK, *listing)
     manifest, lock = record_checks(checks, files)
     notes: list[str] = []
     unavailable = False
@@ -193,19 +207,41 @@ def verify_commit(
     sha = gitio.resolve_commit(rev, root)
     if sha is None:
         raise UsageError("verify", f"'{rev}' is not a commit", "give a commit, branch or tag")
-    docs = commit_documents(root, sha)
+    docs, params, tree = commit_documents(root, sha)
+    problems = params.problems
     if doc is not None:
         wanted = _doc_rel(root, doc)
         docs = [d for d in docs if d == wanted] or ([wanted] if _has_dlm(root, sha, wanted) else [])
         if not docs:
             raise UsageError("verify", f"{doc}: no document at {rev}", "check --doc")
-    if not docs:
+        problems = []  # about params.yaml itself, not about this document
+    if not docs and not problems:
         raise DlmGitError("verify", f"commit {sha[:12]} has no .dlm documents")
     reports = []
     for rel in docs:
         with tempfile.TemporaryDirectory(prefix="dlm-git-verify-") as tmp:
-            reports.append(verify_commit_doc(root, sha, rel, Path(tmp), build_base))
+            ok, detail, fix = assess(params, tree, rel)
+            listing = (ok, detail if ok else f"{detail} (hint: {fix})")
+            reports.append(verify_commit_doc(root, sha, rel, Path(tmp), build_base, None, listing))
+    if problems:
+        reports.append(
+            DocReport(
+                doc=PARAMS_NAME,
+                level="hash",
+                verdict=FAILED,
+                checks=[
+                    Check(CHECK, False, f"{subject}: {what} (hint: {FIX_PARAMS})")
+                    for subject, what in problems
+                ],
+                extra={"commit": sha},
+            )
+        )
     return reports
+
+
+def is_params_report(report: DocReport) -> bool:
+    """A report about params.yaml itself (no document behind it: nothing to replay)."""
+    return report.doc == PARAMS_NAME and all(c.name == CHECK for c in report.checks)
 
 
 def _doc_rel(root: Path, doc: Path) -> str:

@@ -220,10 +220,14 @@ def _adapter_absent_only(report: DocReport) -> bool:
 def _recheck_with(
     root: Path, sha: str, report: DocReport, adapter_dir: Path, work: Path
 ) -> DocReport:
+    from dlm_git.docset import CHECK
     from dlm_git.verify.commit import verify_commit_doc
 
     work.mkdir()
-    rechecked = verify_commit_doc(root, sha, report.doc, work, adapter_from=adapter_dir)
+    listing = next(((c.ok, c.detail) for c in report.checks if c.name == CHECK), None)
+    rechecked = verify_commit_doc(
+        root, sha, report.doc, work, adapter_from=adapter_dir, listing=listing
+    )
     rechecked.notes = [
         *[n for n in report.notes if "DVC cache" not in n],
         "adapter bytes checked from the bitwise replay (not in the DVC cache)",
@@ -279,10 +283,14 @@ def replay_reports(
     tolerance: float = DEFAULT_MAX_REL_L2,
     accept_license: bool = False,
 ) -> list[DocReport]:
+    from dlm_git.verify.commit import is_params_report
+
     sha = gitio.resolve_commit(rev, root) or rev
+    docs = [r for r in reports if not is_params_report(r)]
+    about_params = [r for r in reports if is_params_report(r)]  # nothing to replay
     if level == "segments":
         from dlm_git.verify.segments import segment_reports
 
-        return segment_reports(root, sha, reports, sample, seed)
+        return segment_reports(root, sha, docs, sample, seed) + about_params
     limit = check_tolerance(tolerance)
-    return [replay_doc(root, sha, r, limit, accept_license) for r in reports]
+    return [replay_doc(root, sha, r, limit, accept_license) for r in docs] + about_params

@@ -568,7 +568,8 @@ def _write_hook(path: Path, text: str) -> None:
 def test_existing_hook_is_chained_and_restored(repo: Path, tmp_path: Path) -> None:
     hooks = repo / ".git" / "hooks"
     out = dlm_git(repo, "hooks", "install", "--uninstall").stdout
-    assert out.splitlines() == ["pre-commit: removed", "pre-push: removed"]
+    removed = ["pre-commit: removed", "pre-merge-commit: removed", "pre-push: removed"]
+    assert out.splitlines() == removed
     marker = tmp_path / "marker"
     foreign = FOREIGN.format(marker=marker, code=0)
     _write_hook(hooks / "pre-commit", foreign)
@@ -580,7 +581,11 @@ def test_existing_hook_is_chained_and_restored(repo: Path, tmp_path: Path) -> No
 
     # Idempotent: a second install says so and changes nothing.
     out = dlm_git(repo, "hooks", "install").stdout
-    assert out.splitlines() == ["pre-commit: already installed", "pre-push: already installed"]
+    assert out.splitlines() == [
+        "pre-commit: already installed",
+        "pre-merge-commit: already installed",
+        "pre-push: already installed",
+    ]
     assert _hook_files(hooks) == installed
 
     # Both run: the foreign hook first (marker), then ours (refuses the stale edit).
@@ -596,13 +601,18 @@ def test_existing_hook_is_chained_and_restored(repo: Path, tmp_path: Path) -> No
     out = dlm_git(repo, "hooks", "install", "--uninstall").stdout
     assert out.splitlines() == [
         "pre-commit: removed (restored the previous hook)",
+        "pre-merge-commit: removed",
         "pre-push: removed",
     ]
     assert (hooks / "pre-commit").read_text("utf-8") == foreign
     assert not (hooks / "pre-commit.dlm-git-chained").exists()
     restored = _hook_files(hooks)
     out = dlm_git(repo, "hooks", "install", "--uninstall").stdout
-    assert out.splitlines() == ["pre-commit: not installed", "pre-push: not installed"]
+    assert out.splitlines() == [
+        "pre-commit: not installed",
+        "pre-merge-commit: not installed",
+        "pre-push: not installed",
+    ]
     assert _hook_files(hooks) == restored
     # Our hook is gone: the stale edit now goes through (only the foreign hook runs).
     passed(commit(repo), repo, before)
@@ -631,7 +641,7 @@ def test_core_hooks_path_is_honoured(repo: Path, tmp_path: Path, absolute: bool)
     git(repo, "config", "core.hooksPath", str(custom) if absolute else "custom-hooks")
     out = dlm_git(repo, "hooks", "install").stdout
     assert f"pre-commit: installed in {custom}" in out
-    assert {"pre-commit", "pre-push"} <= set(_hook_files(custom))
+    assert {"pre-commit", "pre-merge-commit", "pre-push"} <= set(_hook_files(custom))
     assert "pre-commit" not in _hook_files(repo / ".git" / "hooks")
     before = head(repo)
     write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")))
@@ -664,6 +674,71 @@ def test_ours_after_dvc_install_chains_dvcs_hook(repo: Path) -> None:
     before = head(repo)
     write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")))
     refused(commit(repo), repo, before)
+
+
+# --------------------------------------------------------------------------- merges
+
+
+def _branch(repo: Path) -> str:
+    return git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+
+
+def _diverge(repo: Path, base: str) -> str:
+    """Back on `base`, an unrelated commit (through the hook), so the merge is a real one."""
+    git(repo, "checkout", "-q", base)
+    before = head(repo)
+    write(repo, "README.md", "# The base branch moved on\n")
+    passed(commit(repo), repo, before)
+    return head(repo)
+
+
+def merge(repo: Path, branch: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return sh(repo, "git", "merge", "-q", "--no-edit", *args, branch, check=False)
+
+
+def test_honest_merge_passes(retrained_repo: Path) -> None:
+    """A branch that retrained its edited .dlm (committed through the hook), merged into
+    a base branch that moved on: pre-merge-commit runs the pre-commit checks on the merge
+    result and lets it through, silently."""
+    repo = retrained_repo
+    base = _branch(repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    git(repo, "add", "-A")
+    before = head(repo)
+    passed(commit(repo), repo, before)
+    feature = head(repo)
+    moved = _diverge(repo, base)
+    proc = merge(repo, "feature")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", proc.stderr
+    assert git(repo, "rev-parse", "HEAD^1", "HEAD^2").split() == [moved, feature]
+
+
+def test_stale_merge_is_refused(repo: Path) -> None:
+    """A branch whose .dlm was edited without retraining (past its own pre-commit hook,
+    e.g. by a collaborator without hooks) merges without conflicts: git runs no
+    pre-commit hook for that merge, only pre-merge-commit, which refuses it."""
+    base = _branch(repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")))
+    assert commit(repo, "--no-verify").returncode == 0
+    moved = _diverge(repo, base)
+    proc = merge(repo, "feature")
+    assert proc.returncode != 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("dlm-git:")]
+    assert lines == [
+        f"dlm-git: ERROR {DOC}: {DLM} changed since it was trained (manifest.json is stale)"
+        " (run `dvc repro` (or `dlm-git train`) and stage the results)",
+        "dlm-git: 1 error(s), 0 warning(s) in 1 document(s): merge refused",
+    ], proc.stderr
+    assert head(repo) == moved
+    # the refused merge is left uncommitted; retraining and `git commit` would finish it
+    git(repo, "merge", "--abort")
+    # without our pre-merge-commit hook (only pre-commit), the same merge went through
+    (repo / ".git" / "hooks" / "pre-merge-commit").unlink()
+    proc = merge(repo, "feature")
+    assert proc.returncode == 0 and "dlm-git" not in proc.stderr, proc.stderr
+    assert head(repo) != moved
 
 
 # --------------------------------------------------------------------------- pre-push
@@ -747,8 +822,11 @@ def test_pre_push_under_the_pre_commit_framework(repo: Path) -> None:
 # --------------------------------------------------------------------------- light imports
 
 
+@pytest.mark.parametrize("module", ["pre_commit", "pre_merge_commit"])
 @pytest.mark.parametrize("change", ["dlm", "source", "retrained"])
-def test_pre_commit_never_imports_heavy_modules(retrained_repo: Path, change: str) -> None:
+def test_pre_commit_never_imports_heavy_modules(
+    retrained_repo: Path, change: str, module: str
+) -> None:
     repo = retrained_repo
     if change == "dlm":  # refused early (stale .dlm)
         git(repo, "add", DLM)
@@ -758,9 +836,8 @@ def test_pre_commit_never_imports_heavy_modules(retrained_repo: Path, change: st
         git(repo, "add", SOURCE)
     else:  # the retrained outputs: passes, after running every check
         git(repo, "add", "-A")
-    proc = sh(
-        repo, sys.executable, "-X", "importtime", "-m", "dlm_git.hooks.pre_commit", check=False
-    )
+    argv = [sys.executable, "-X", "importtime", "-m", f"dlm_git.hooks.{module}"]
+    proc = sh(repo, *argv, check=False)
     assert proc.returncode == (0 if change == "retrained" else 1), proc.stderr
     modules = imported_modules(proc.stderr)
     assert "dlm_git" in modules and "yaml" in modules  # the import log was read

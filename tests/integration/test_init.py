@@ -56,6 +56,7 @@ TRACKED = (
     f"{DOC}/{DOC}.dlm",
     f"{DOC}/notes/README.md",
     ".git/hooks/pre-commit",
+    ".git/hooks/pre-merge-commit",
     ".git/hooks/pre-push",
 )
 
@@ -76,7 +77,7 @@ def test_init_scaffolds_and_second_run_changes_nothing(
     ignored = (git_repo / ".gitignore").read_text("utf-8").splitlines()
     assert ".dlm-git/" in ignored and "run.json" in ignored
     assert (git_repo / ".dvc").is_dir()
-    for hook in ("pre-commit", "pre-push"):
+    for hook in ("pre-commit", "pre-merge-commit", "pre-push"):
         path = git_repo / ".git" / "hooks" / hook
         assert "dlm-git hook" in path.read_text("utf-8")
         assert os.access(path, os.X_OK)
@@ -108,6 +109,7 @@ def test_no_hooks_installs_no_hook(
     assert code == 0, err
     hooks = git_repo / ".git" / "hooks"
     assert not (hooks / "pre-commit").exists()
+    assert not (hooks / "pre-merge-commit").exists()
     assert not (hooks / "pre-push").exists()
     assert "pre-commit" not in out
     assert (git_repo / "dvc.yaml").is_file()

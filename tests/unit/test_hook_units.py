@@ -578,20 +578,82 @@ def test_discover_lists_params_documents_and_staged_dlm_dirs(git_repo: Path) -> 
     (git_repo / "params.yaml").write_text("documents:\n  - a\n  - ./b/\n  - 3\n")
     git(git_repo, "add", "params.yaml")
     staged = ["c/c.dlm", "a/a.dlm", "top.dlm", "a/notes/x.md"]
-    assert discover(git_repo, staged) == ["a", "b", "c", "."]
+    found = discover(git_repo, staged)
+    assert found.rels == ["a", "b", "c", "."]
+    assert found.params is not None and found.params.problems == [
+        ("params.yaml", "documents: entry 3 (3) is not a directory name")
+    ]
 
 
-def test_discover_ignores_a_broken_params_file(git_repo: Path) -> None:
+def test_discover_reports_a_broken_params_file(git_repo: Path) -> None:
     (git_repo / "params.yaml").write_text("documents: [unclosed\n")
     git(git_repo, "add", "params.yaml")
-    assert discover(git_repo, ["d/d.dlm"]) == ["d"]
+    found = discover(git_repo, ["d/d.dlm"])
+    assert found.rels == ["d"]
+    assert found.params is not None and found.params.listed is None
+    assert "does not parse" in found.params.problems[0][1]
 
 
 def test_discover_reads_the_index_not_the_worktree(git_repo: Path) -> None:
     (git_repo / "params.yaml").write_text("documents: [staged]\n")
     git(git_repo, "add", "params.yaml")
     (git_repo / "params.yaml").write_text("documents: [worktree]\n")
-    assert discover(git_repo, []) == ["staged"]
+    assert discover(git_repo, []).rels == ["staged"]
+
+
+HOSTILE_DIR = "new\nline -x:0:"
+"""A document directory whose name holds a newline, a leading dash and `:0:`."""
+
+
+def _doc_with_records(repo: Path, rel: str, lock: bool = True, manifest: bool = True) -> None:
+    d = repo / rel
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "doc.dlm").write_text("---\ndlm_id: x\n---\nbody\n")
+    if lock:
+        (d / "dlm.lock").write_text("{}")
+    if manifest:
+        (d / "manifest.json").write_text("{}")
+
+
+@pytest.mark.parametrize("records", ["both", "lock", "manifest"])
+def test_discover_finds_unlisted_documents_by_their_records(git_repo: Path, records: str) -> None:
+    """params.yaml never narrows the set: a .dlm beside records is a document (any bytes
+    in its directory's name), listed or not; so is a lone dlm.lock; an unlisted .dlm
+    without records is not (and neither is a lone manifest.json, which may be anyone's)."""
+    (git_repo / "params.yaml").write_text("documents: [listed]\n")
+    _doc_with_records(git_repo, "listed")
+    _doc_with_records(git_repo, HOSTILE_DIR, records != "manifest", records != "lock")
+    _doc_with_records(git_repo, "untrained", lock=False, manifest=False)
+    (git_repo / "lone").mkdir()
+    (git_repo / "lone" / "dlm.lock").write_text("{}")
+    (git_repo / "web").mkdir()
+    (git_repo / "web" / "manifest.json").write_text("{}")
+    git(git_repo, "add", ".")
+    found = discover(git_repo, ["README.md"])
+    assert found.rels == ["listed", "lone", HOSTILE_DIR]
+    assert found.params is not None
+    findings = pre_commit.pipeline_findings(found.params, found.tree, found.rels, ["params.yaml"])
+    assert sorted(findings) == ["lone", HOSTILE_DIR]
+    assert "does not list it" in findings[HOSTILE_DIR].what
+
+
+def test_params_naming_a_missing_directory_is_an_error(
+    git_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (git_repo / "params.yaml").write_text("documents: [doc, gone, ../up]\n")
+    _doc_with_records(git_repo, "doc", lock=False, manifest=False)
+    git(git_repo, "add", ".")
+    assert pre_commit.run(git_repo) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "dlm-git: ERROR params.yaml: documents: entry '../up' is not a directory inside the"
+        " repository (list each document directory under `documents:` in params.yaml)",
+        "dlm-git: ERROR gone: params.yaml documents: lists gone, which holds no .dlm"
+        " (list each document directory under `documents:` in params.yaml)",
+        "dlm-git: WARN doc: document not trained yet (no manifest.json, no dlm.lock)"
+        " (run `dvc repro` (or `dlm-git train`) and stage the results)",
+        "dlm-git: 2 error(s), 1 warning(s) in 2 document(s): commit refused",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -702,16 +764,24 @@ def test_shim_text_runs_the_module_and_chains() -> None:
     assert 'exec "$py" -m dlm_git.hooks.pre_commit "$@"' in text
     push = shim_text("pre-push", "/usr/bin/python3")
     assert "dlm_git.hooks.pre_push" in push and "input=$(cat)" in push
+    merge = shim_text("pre-merge-commit", "/usr/bin/python3")
+    assert f'"$here/pre-merge-commit{CHAINED_SUFFIX}" "$@" || exit $?' in merge
+    assert 'exec "$py" -m dlm_git.hooks.pre_merge_commit "$@"' in merge
 
 
 def test_install_is_idempotent_and_updates_stale_shims(git_repo: Path) -> None:
     hooks = git_repo / ".git" / "hooks"
     lines = install_hooks(git_repo)
-    assert lines == [f"pre-commit: installed in {hooks}", f"pre-push: installed in {hooks}"]
-    for name in ("pre-commit", "pre-push"):
+    assert lines == [
+        f"pre-commit: installed in {hooks}",
+        f"pre-merge-commit: installed in {hooks}",
+        f"pre-push: installed in {hooks}",
+    ]
+    for name in ("pre-commit", "pre-merge-commit", "pre-push"):
         assert is_ours(hooks / name) and os.access(hooks / name, os.X_OK)
     assert install_hooks(git_repo) == [
         "pre-commit: already installed",
+        "pre-merge-commit: already installed",
         "pre-push: already installed",
     ]
     (hooks / "pre-commit").write_text(f"#!/bin/sh\n{MARKER} (old)\n")
@@ -724,16 +794,19 @@ def test_install_chains_foreign_hook_and_uninstall_restores(git_repo: Path) -> N
     foreign = "#!/bin/sh\nexit 0\n"
     (hooks / "pre-push").write_text(foreign)
     lines = install_hooks(git_repo)
-    assert lines[1].endswith(f"(existing hook kept, runs first as pre-push{CHAINED_SUFFIX})")
+    assert lines[2].endswith(f"(existing hook kept, runs first as pre-push{CHAINED_SUFFIX})")
     assert (hooks / f"pre-push{CHAINED_SUFFIX}").read_text() == foreign
     assert install_hooks(git_repo, uninstall=True) == [
         "pre-commit: removed",
+        "pre-merge-commit: removed",
         "pre-push: removed (restored the previous hook)",
     ]
     assert (hooks / "pre-push").read_text() == foreign
     assert not (hooks / "pre-commit").exists()
+    assert not (hooks / "pre-merge-commit").exists()
     assert install_hooks(git_repo, uninstall=True) == [
         "pre-commit: not installed",
+        "pre-merge-commit: not installed",
         "pre-push: not installed",
     ]
     assert (hooks / "pre-push").read_text() == foreign  # a foreign hook is never removed
@@ -908,7 +981,7 @@ def test_run_with_nothing_staged_is_silent(
     git_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert pre_commit.run(git_repo) == 0
-    (git_repo / "params.yaml").write_text("documents: [doc]\n")
+    (git_repo / "params.yaml").write_text("documents: []\n")
     (git_repo / "README.md").write_text("hi\n")
     git(git_repo, "add", ".")
     assert pre_commit.run(git_repo) == 0
