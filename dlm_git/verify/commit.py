@@ -24,8 +24,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dlm_git import gitio
-from dlm_git.doc.peek import source_dirs
+from dlm_git import gitio, revdoc
 from dlm_git.docset import (
     CHECK,
     FIX_PARAMS,
@@ -128,9 +127,8 @@ def verify_commit_doc(
     check of the adapter against the manifest and dvc.lock still runs. `listing`: the
     result of check `pipeline.documents` for it (see `dlm_git.docset.assess`), recorded
     first."""
-    prefix = "" if doc_rel in ("", ".") else doc_rel + "/"
-    listed = gitio.ls_files([doc_rel], root, rev=sha)
-    dlms = [p for p in listed if p.endswith(".dlm") and "/" not in p[len(prefix) :]]
+    prefix = revdoc.prefix_of(doc_rel)
+    dlms = revdoc.dlms_in(gitio.ls_files([doc_rel], root, rev=sha), doc_rel)
     names = [f"{sha}:{prefix}{LOCK_NAME}", f"{sha}:{prefix}{MANIFEST_NAME}", f"{sha}:dvc.lock"]
     names += [f"{sha}:{d}" for d in dlms[:1]]
     blobs = gitio.cat_files(names, root)
@@ -149,9 +147,7 @@ def verify_commit_doc(
     unavailable = False
     if manifest is not None and len(dlms) == 1:
         tree = work / "tree"
-        (tree / ".git").mkdir(parents=True, exist_ok=True)
-        dirs = [doc_rel, *source_dirs(doc_rel, files.dlm_bytes or b"")]
-        gitio.materialize(dirs, tree, root, rev=sha)
+        revdoc.write_inputs(root, doc_rel, sha, files.dlm_bytes or b"", tree)
         sources_checks(checks, manifest, tree / dlms[0], tree)
         adapter_dir = adapter_from or work / "adapter"
         assembled = False
@@ -255,8 +251,4 @@ def _doc_rel(root: Path, doc: Path) -> str:
 
 
 def _has_dlm(root: Path, sha: str, rel: str) -> bool:
-    prefix = "" if rel == "." else rel + "/"
-    return any(
-        p.endswith(".dlm") and "/" not in p[len(prefix) :]
-        for p in gitio.ls_files([rel], root, rev=sha)
-    )
+    return bool(revdoc.dlms_in(gitio.ls_files([rel], root, rev=sha), rel))

@@ -25,8 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dlm_git import gitio, numerics
-from dlm_git.doc.peek import source_dirs
+from dlm_git import gitio, numerics, revdoc
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
 from dlm_git.manifest.records import ADAPTER_WEIGHTS
@@ -174,10 +173,8 @@ def _retrain(
 ) -> Any:
     from dlm_git.train.run import TrainOptions, run_train
 
-    (tree / ".git").mkdir(parents=True)
-    dlm = [p for p in gitio.ls_files([doc_rel], root, rev=sha) if p.endswith(".dlm")]
-    dlm_bytes = _blob(root, sha, dlm[0]) if dlm else b""
-    gitio.materialize([doc_rel, *source_dirs(doc_rel, dlm_bytes or b"")], tree, root, rev=sha)
+    if revdoc.materialize(root, doc_rel, sha, tree) is None:
+        raise DlmGitError(doc_rel, "no single .dlm in the document directory at this commit")
     options = TrainOptions(
         lock_mode="ignore",
         use_cache=False,

@@ -25,9 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dlm_git import gitio, numerics
+from dlm_git import gitio, numerics, revdoc
 from dlm_git.determinism import Plan, plan
-from dlm_git.doc.peek import source_dirs
 from dlm_git.dvcfiles import DvcRecordError
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
@@ -259,10 +258,8 @@ def replay_segments(
     setup, run_plan, recorded_versions = pinned
     numerics.activate(run_plan.env)  # before anything below imports torch
     tree = work / "tree"
-    (tree / ".git").mkdir(parents=True)
-    dlm = [p for p in gitio.ls_files([doc_rel], root, rev=sha) if p.endswith(".dlm")]
-    dlm_bytes = gitio.cat_files([f"{sha}:{dlm[0]}"], root).get(f"{sha}:{dlm[0]}") or b""
-    gitio.materialize([doc_rel, *source_dirs(doc_rel, dlm_bytes)], tree, root, rev=sha)
+    if revdoc.materialize(root, doc_rel, sha, tree) is None:
+        raise DlmGitError(doc_rel, "no single .dlm in the document directory at this commit")
     loaded = load_document(tree / doc_rel)
     training = loaded.doc.frontmatter.training
     resolved = resolve_base(
