@@ -6,7 +6,7 @@ caught by the parser exits 2; an `OSError` (disk full, permission denied, a file
 mid-run) is the machine's refusal, printed the same way with exit 1. A command that needs
 the training stack, run on a core install (`pip install dlm-git`), fails where it first
 imports torch, dvc, ...: `main` is the one place that turns that `ModuleNotFoundError`
-into `dlm-git <command>: needs the training stack (torch is not installed) (hint: pip
+into `dlm-git <command>: needs the training stack (<module> is not installed) (hint: pip
 install 'dlm-git[train]')`, exit 1. Only bugs show a traceback. Each command lives in its
 own module under `dlm_git/commands/` and imports heavy libraries only inside its body.
 """
