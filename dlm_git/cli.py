@@ -3,9 +3,12 @@
 Invariant: user errors (`DlmGitError`) print one line `subject: message (hint: ...)` to
 stderr and exit with the error's code (1 for failed checks, 2 for misuse); CLI misuse
 caught by the parser exits 2; an `OSError` (disk full, permission denied, a file removed
-mid-run) is the machine's refusal, printed the same way with exit 1; only bugs show a
-traceback. Each command lives in its own module under `dlm_git/commands/` and imports
-heavy libraries only inside its body.
+mid-run) is the machine's refusal, printed the same way with exit 1. A command that needs
+the training stack, run on a core install (`pip install dlm-git`), fails where it first
+imports torch, dvc, ...: `main` is the one place that turns that `ModuleNotFoundError`
+into `dlm-git <command>: needs the training stack (<module> is not installed) (hint: pip
+install 'dlm-git[train]')`, exit 1. Only bugs show a traceback. Each command lives in its
+own module under `dlm_git/commands/` and imports heavy libraries only inside its body.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dlm_git.commands import verify as verify_cmd
 from dlm_git.commands.base import base_app
 from dlm_git.commands.cache import cache_app
 from dlm_git.commands.hooks import hooks_app
-from dlm_git.errors import DlmGitError, EnvironmentFailure
+from dlm_git.errors import DlmGitError, EnvironmentFailure, TrainingStackMissing
 from dlm_git.output import error_line
 
 app = typer.Typer(
@@ -63,9 +66,20 @@ app.command("verify")(verify_cmd.verify)
 app.command("init")(init_cmd.init)
 
 
+GROUPS = ("base", "cache", "hooks")
+
+
+def command_name(argv: list[str]) -> str:
+    """`dlm-git train`, `dlm-git base build`: the command `argv` runs, for error lines."""
+    words = [a for a in argv if not a.startswith("-")]
+    take = 2 if words and words[0] in GROUPS else 1
+    return " ".join(["dlm-git", *words[:take]])
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, prog_name="dlm-git", standalone_mode=True)
+        app(args=args, prog_name="dlm-git", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
@@ -76,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         failure = EnvironmentFailure.from_os_error(exc)
         error_line(failure.one_line())
         return failure.exit_code
+    except ImportError as exc:  # torch, dvc, ... on a core install: one line, else a bug
+        missing = TrainingStackMissing.from_import_error(exc, command_name(args))
+        if missing is None:
+            raise
+        error_line(missing.one_line())
+        return missing.exit_code
     except KeyboardInterrupt:
         error_line("dlm-git: interrupted")
         return 130

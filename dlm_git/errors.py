@@ -54,3 +54,72 @@ class UsageError(DlmGitError):
     """The command line itself is wrong (exit 2)."""
 
     exit_code = 2
+
+
+TRAIN_INSTALL = "pip install 'dlm-git[train]'"
+# Top-level modules of the `train` extra (and what they pull in that dlm-git imports): a
+# core install (`pip install dlm-git`) has none of them.
+TRAINING_STACK = frozenset(
+    {
+        "accelerate",
+        "blake3",
+        "dvc",
+        "huggingface_hub",
+        "numpy",
+        "peft",
+        "ruamel",
+        "safetensors",
+        "tokenizers",
+        "torch",
+        "transformers",
+    }
+)
+
+
+class TrainingStackMissing(DlmGitError):
+    """A command that trains, tokenizes, builds a base, replays or drives DVC was run on a
+    core install (`pip install dlm-git`) that lacks the `train` extra."""
+
+    def __init__(self, subject: str, module: str) -> None:
+        super().__init__(
+            subject, f"needs the training stack ({module} is not installed)", TRAIN_INSTALL
+        )
+
+    @classmethod
+    def from_import_error(cls, exc: ImportError, subject: str) -> TrainingStackMissing | None:
+        """The user error for a failed import of a training-stack module; None for any other
+        import failure (a bug, or a broken install, which keeps its traceback)."""
+        module = missing_stack_module(exc)
+        return None if module is None else cls(subject, module)
+
+
+def missing_stack_module(exc: BaseException) -> str | None:
+    """The training-stack module (top level) whose absence raised `exc`; None if `exc` is
+    anything else."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    top = exc.name.split(".", 1)[0]
+    return top if top in TRAINING_STACK else None
+
+
+def require_training_stack(subject: str, *modules: str) -> None:
+    """Refuse now, before anything is written, when one of `modules` (training-stack
+    modules a command needs in a subprocess or behind a broad `except`) is not installed."""
+    from importlib.util import find_spec
+
+    for module in modules:
+        try:
+            found = find_spec(module) is not None
+        except ModuleNotFoundError:  # a missing parent package (`ruamel` of `ruamel.yaml`)
+            found = False
+        if not found:
+            raise TrainingStackMissing(subject, module.split(".", 1)[0])
+
+
+def training_stack_installed() -> bool:
+    """Whether the `train` extra's core modules are importable (without importing them)."""
+    try:
+        require_training_stack("dlm-git", "torch", "transformers", "tokenizers")
+    except TrainingStackMissing:
+        return False
+    return True

@@ -30,6 +30,7 @@ from dlm_git.base.tiny import (
     tiny_dir,
     tiny_spec_hash,
 )
+from dlm_git.errors import missing_stack_module
 from dlm_git.hashing import (
     TensorDigest,
     canonical_json_sha256,
@@ -107,7 +108,14 @@ def _hf_repo_dir(repo_id: str) -> Path:
 def locate_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> LocatedBase:
     spec = parse_base_spec(value)
     if spec.kind == "builtin":
-        path = tiny_dir()
+        try:
+            path = tiny_dir()
+        except ModuleNotFoundError as exc:  # a core install: no tokenizers/torch/transformers
+            module = missing_stack_module(exc)
+            if module is None:
+                raise
+            note = f"needs the training stack to build or name it ({module} is not installed)"
+            return LocatedBase(spec, None, False, None, note)
         built = (path / SPEC_FILE).is_file()
         note = "built" if built else "built on first use (deterministic, ~10 s)"
         return LocatedBase(spec, path, True, f"tiny-{tiny_spec_hash()}", note)

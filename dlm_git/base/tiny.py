@@ -14,6 +14,7 @@ import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,19 @@ def _dist_version(name: str) -> str:
         return str(import_module(name).__version__)
 
 
-def tiny_spec() -> dict[str, Any]:
-    """Everything that determines the tiny base's bytes."""
+def installed_versions() -> dict[str, str]:
+    """The versions of the libraries that build the tiny base, as installed here (raises
+    `ModuleNotFoundError` on a core install, which has none of them)."""
+    return {
+        "tokenizers": _dist_version("tokenizers"),
+        "torch": _dist_version("torch").split("+")[0],
+        "transformers": _dist_version("transformers"),
+    }
+
+
+def tiny_spec(versions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Everything that determines the tiny base's bytes; `versions`: the library versions
+    that build it (default: the installed ones)."""
     return {
         "name": "builtin:tiny",
         "spec_version": TINY_SPEC_VERSION,
@@ -76,11 +88,7 @@ def tiny_spec() -> dict[str, Any]:
         "chat_template": CHAT_TEMPLATE,
         "model": {"architecture": "LlamaForCausalLM", **MODEL_CONFIG},
         "init_seed": INIT_SEED,
-        "versions": {
-            "tokenizers": _dist_version("tokenizers"),
-            "torch": _dist_version("torch").split("+")[0],
-            "transformers": _dist_version("transformers"),
-        },
+        "versions": dict(versions) if versions is not None else installed_versions(),
     }
 
 
@@ -93,6 +101,17 @@ def tiny_spec_json() -> bytes:
 
 def tiny_spec_hash() -> str:
     return sha256_bytes(tiny_spec_json())[:16]
+
+
+def built_revision(directory: Path) -> str | None:
+    """The revision (`tiny-<16 hex>`) of the tiny base built in `directory`, read from its
+    spec file (None: no build there). Needs none of the libraries that build it: this is
+    how a core install finds the base a commit names (its manifest's `base.revision`)."""
+    try:
+        data = (Path(directory) / SPEC_FILE).read_bytes()
+    except OSError:
+        return None
+    return f"tiny-{sha256_bytes(data)[:16]}"
 
 
 def default_base_cache() -> Path:

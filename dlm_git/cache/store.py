@@ -27,12 +27,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from dlm_git.cache.entry import CorruptEntry, decode_entry
-from dlm_git.cache.pack import Pack, decode_pack, is_other_pack_version
 from dlm_git.fsutil import atomic_write_bytes
-from dlm_git.token_stream import RowTokens
+
+if TYPE_CHECKING:  # entries decode to numpy arrays: imported where entries are read, so
+    # `cache show|prune|clear` and `dlm-git show` work on a core install (no numpy)
+    from dlm_git.cache.pack import Pack
+    from dlm_git.token_stream import RowTokens
 
 T = TypeVar("T")
 INDEX_NAME = "cache.sqlite"
@@ -141,6 +143,8 @@ class TokenCache:
 
     def get(self, key: str, row_id: str) -> RowTokens | None:
         """The row's tokens from its entry file; None on a miss (absent or corrupt)."""
+        from dlm_git.cache.entry import decode_entry
+
         return self._load(self._path(key), lambda data: decode_entry(data, key, row_id))
 
     # --- per-document packs (see pack.py) ------------------------------------------------
@@ -151,6 +155,7 @@ class TokenCache:
     def read_pack(self, dlm_id: str) -> Pack | None:
         """The document's pack; None if there is none, it is corrupt (counted), or it is
         another version's (written by another dlm-git: not corrupt, just rewritten)."""
+        from dlm_git.cache.pack import decode_pack, is_other_pack_version
 
         def decode(data: bytes) -> Pack | None:
             return None if is_other_pack_version(data) else decode_pack(data)
@@ -159,6 +164,8 @@ class TokenCache:
 
     def _load(self, path: str | Path, decode: Callable[[bytes], T | None]) -> T | None:
         """`decode` of the file's bytes; None if it cannot be read or is corrupt (counted)."""
+        from dlm_git.cache.entry import CorruptEntry
+
         try:
             with open(path, "rb", buffering=0) as fh:
                 data = fh.read()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git.doc.ulid import new_ulid
-from dlm_git.errors import DlmGitError
+from dlm_git.errors import DlmGitError, require_training_stack
 from dlm_git.fsutil import atomic_write_text
 from dlm_git.pipeline.templates import (
     DEFAULT_PIPELINE_PARAMS,
@@ -86,8 +86,9 @@ def _yaml() -> Any:
 def _load(path: Path) -> Any:
     if not path.is_file():
         return None
+    yaml = _yaml()  # outside the `try`: a missing ruamel is not "not valid YAML"
     try:
-        return _yaml().load(path.read_text("utf-8"))
+        return yaml.load(path.read_text("utf-8"))
     except Exception as exc:  # ruamel raises many types; all mean "not valid YAML"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DlmGitError(
@@ -226,6 +227,9 @@ def run_init(cwd: Path, doc_name: str | None, install_hooks: bool = True) -> Ini
             "--doc", f"'{doc_name}' is not a valid document name", "use letters, digits, . _ -"
         )
     root = git_toplevel(cwd)
+    # DVC drives the pipeline (and `dvc init` runs as a subprocess): on a core install,
+    # refuse before anything is written
+    require_training_stack("dlm-git init", "dvc", "ruamel.yaml")
     result = InitResult()
     dvc_init(root, result)
     merge_dvc_yaml(root / "dvc.yaml", result)

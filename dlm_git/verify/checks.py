@@ -204,12 +204,13 @@ def builtin_revision(versions: dict[str, Any]) -> str:
     """The revision `builtin:tiny` has when built with these library versions."""
     from dlm_git.base.tiny import tiny_spec
 
-    spec = tiny_spec()
-    spec["versions"] = {
-        "tokenizers": versions.get("tokenizers"),
-        "torch": str(versions.get("torch")).split("+")[0],
-        "transformers": versions.get("transformers"),
-    }
+    spec = tiny_spec(
+        {
+            "tokenizers": versions.get("tokenizers"),
+            "torch": str(versions.get("torch")).split("+")[0],
+            "transformers": versions.get("transformers"),
+        }
+    )
     return "tiny-" + canonical_json_sha256(spec)[:16]
 
 

@@ -169,7 +169,12 @@ def verify_commit_doc(
             adapter_checks(checks, manifest, adapter_dir)
             # bases are machine-local (never in the commit): look beside the real work tree
             base_dir = locate_base_dir(
-                manifest.base.spec, root / doc_rel, root, None, build=build_base
+                manifest.base.spec,
+                root / doc_rel,
+                root,
+                None,
+                build=build_base,
+                revision=manifest.base.revision,
             )
             if base_dir is None:
                 unavailable = True
