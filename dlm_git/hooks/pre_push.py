@@ -45,7 +45,7 @@ def framework_tips(root: Path) -> list[str]:
 
 
 def run(cwd: Path, stdin: str) -> int:
-    from dlm_git.verify.commit import verify_commit
+    from dlm_git.verify.commit import NoDocuments, verify_commit
     from dlm_git.verify.report import CANNOT_VERIFY
 
     root = gitio.toplevel(cwd)
@@ -54,10 +54,8 @@ def run(cwd: Path, stdin: str) -> int:
     for sha in pushed_tips(stdin) or framework_tips(root):
         try:
             reports = verify_commit(root, sha, None, build_base=False)
-        except DlmGitError as exc:
-            if "has no .dlm documents" in exc.message:
-                continue
-            raise
+        except NoDocuments:
+            continue
         for r in reports:
             if r.ok:
                 continue

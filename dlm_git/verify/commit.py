@@ -200,6 +200,10 @@ def verify_commit_doc(
     )
 
 
+class NoDocuments(DlmGitError):
+    """The commit holds no `.dlm` document: nothing to verify (the pre-push hook skips it)."""
+
+
 def verify_commit(
     root: Path, rev: str, doc: Path | None, *, build_base: bool = True
 ) -> list[DocReport]:
@@ -217,7 +221,7 @@ def verify_commit(
             raise UsageError("verify", f"{doc}: no document at {rev}", "check --doc")
         problems = []  # about params.yaml itself, not about this document
     if not docs and not problems:
-        raise DlmGitError("verify", f"commit {sha[:12]} has no .dlm documents")
+        raise NoDocuments("verify", f"commit {sha[:12]} has no .dlm documents")
     reports = []
     for rel in docs:
         with tempfile.TemporaryDirectory(prefix="dlm-git-verify-") as tmp:

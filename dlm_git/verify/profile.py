@@ -17,7 +17,7 @@ from dlm_git import numerics
 from dlm_git.determinism import MAX_THREADS
 from dlm_git.errors import DlmGitError
 from dlm_git.verify.checks import Check
-from dlm_git.verify.report import CANNOT_VERIFY, FAILED
+from dlm_git.verify.report import CANNOT_VERIFY, FAILED, Verdict
 
 
 class Setup:
@@ -42,7 +42,9 @@ class Setup:
         return f"profile {self.profile.name}, threads {self.threads}: runs here"
 
 
-def recorded_setup(lock: Mapping[str, Any], root: Path, doc_rel: str) -> Setup | tuple[Check, str]:
+def recorded_setup(
+    lock: Mapping[str, Any], root: Path, doc_rel: str
+) -> Setup | tuple[Check, Verdict]:
     """The lock's profile and threads, or the failed `replay.profile` check with its
     verdict: FAILED when the lock is malformed, CANNOT_VERIFY when this machine (or this
     dlm-git) cannot run the profile."""

@@ -32,12 +32,10 @@ from dlm_git.manifest.records import ADAPTER_WEIGHTS
 from dlm_git.verify.checks import Check
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup
-from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, combine
+from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
 
 DEFAULT_MAX_REL_L2 = 1e-3
-BITWISE = "BITWISE"
-WITHIN_TOLERANCE = "WITHIN_TOLERANCE"
-MISMATCH = "MISMATCH"
+BITWISE, WITHIN_TOLERANCE, MISMATCH = Verdict.BITWISE, Verdict.WITHIN_TOLERANCE, Verdict.MISMATCH
 
 
 def check_tolerance(value: float) -> float:
@@ -258,7 +256,7 @@ def _replayable_torch(lock: dict[str, Any]) -> tuple[bool, str]:
     return True, f"torch {installed} (recorded {recorded})"
 
 
-def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]) -> DocReport:
+def _with(report: DocReport, checks: list[Check], verdict: Verdict, notes: list[str]) -> DocReport:
     return DocReport(
         doc=report.doc,
         level="replay",

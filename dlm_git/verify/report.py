@@ -8,19 +8,35 @@ byte-identical.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, Literal
 
 from dlm_git.verify.checks import Check
 
-VERIFIED = "VERIFIED"
-FAILED = "FAILED"
-CANNOT_VERIFY = "CANNOT_VERIFY"
+Level = Literal["hash", "replay", "segments"]
 
 
-PASSING = (VERIFIED, "BITWISE", "WITHIN_TOLERANCE", "SEGMENTS_BITWISE")
+class Verdict(StrEnum):
+    """Every verdict a document can get (docs/verify.md, "Verdicts and exit codes")."""
+
+    VERIFIED = "VERIFIED"  # hash: every check passed
+    FAILED = "FAILED"  # a recomputed value differs from the recorded one
+    CANNOT_VERIFY = (
+        "CANNOT_VERIFY"  # only absence, or nothing to compare where bits aren't expected
+    )
+    BITWISE = "BITWISE"  # replay: the recorded adapter bytes came back
+    WITHIN_TOLERANCE = "WITHIN_TOLERANCE"  # replay: bits not expected, within the tolerance
+    MISMATCH = "MISMATCH"  # a comparison that should have held failed
+    SEGMENTS_BITWISE = "SEGMENTS_BITWISE"  # segments: every sampled segment came back
 
 
-def combine(hash_verdict: str, level_verdict: str) -> str:
+VERIFIED, FAILED, CANNOT_VERIFY = Verdict.VERIFIED, Verdict.FAILED, Verdict.CANNOT_VERIFY
+PASSING = frozenset(
+    {Verdict.VERIFIED, Verdict.BITWISE, Verdict.WITHIN_TOLERANCE, Verdict.SEGMENTS_BITWISE}
+)
+
+
+def combine(hash_verdict: Verdict, level_verdict: Verdict) -> Verdict:
     """A replay or segments verdict on top of the hash level's: a passing level never
     hides a failed or unverifiable hash level, and a failed hash level is never softened
     to CANNOT_VERIFY."""
@@ -34,8 +50,8 @@ def combine(hash_verdict: str, level_verdict: str) -> str:
 @dataclass
 class DocReport:
     doc: str
-    level: str
-    verdict: str
+    level: Level
+    verdict: Verdict
     checks: list[Check]
     adapter_sha256: str | None = None
     notes: list[str] = field(default_factory=list)

@@ -35,9 +35,9 @@ from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
 from dlm_git.verify.checks import Check
 from dlm_git.verify.commit import assemble_adapter, copy_out
 from dlm_git.verify.profile import Setup, recorded_setup
-from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, combine
+from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
 
-SEGMENTS_OK = "SEGMENTS_BITWISE"
+SEGMENTS_OK = Verdict.SEGMENTS_BITWISE
 
 
 def check_chain(
@@ -195,7 +195,7 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         )
     ok = all(c.ok for c in checks)
     # A diverging segment accuses only where bits were expected.
-    verdict = SEGMENTS_OK if ok else ("MISMATCH" if expectation.bits else CANNOT_VERIFY)
+    verdict = SEGMENTS_OK if ok else (Verdict.MISMATCH if expectation.bits else CANNOT_VERIFY)
     return _with(report, checks, verdict, notes)
 
 
@@ -216,6 +216,7 @@ def segment_doc_in_child(
     try:
         doc = json.loads(proc.stdout)["documents"][0]
         checks = [Check(str(c["name"]), bool(c["ok"]), str(c["detail"])) for c in doc["checks"]]
+        verdict = Verdict(str(doc["verdict"]))
     except (ValueError, KeyError, IndexError, TypeError):
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         why = lines[-1] if lines else f"exit {proc.returncode}"
@@ -225,7 +226,7 @@ def segment_doc_in_child(
     return DocReport(
         doc=report.doc,
         level="segments",
-        verdict=str(doc["verdict"]),
+        verdict=verdict,
         checks=checks,
         adapter_sha256=report.adapter_sha256,
         notes=[str(n) for n in doc.get("notes", [])],
@@ -308,7 +309,7 @@ def replay_segments(
     return results, expectation
 
 
-def _with(report: DocReport, checks: list[Check], verdict: str, notes: list[str]) -> DocReport:
+def _with(report: DocReport, checks: list[Check], verdict: Verdict, notes: list[str]) -> DocReport:
     return DocReport(
         doc=report.doc,
         level="segments",
