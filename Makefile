@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS) Makefile
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m dlm_git.demo
+	$(BIN)/python scripts/demo.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -4,7 +4,7 @@
     python scripts/regen-determinism-golden.py              # dry run: compare only
     python scripts/regen-determinism-golden.py --approve    # write the golden for this tuple
 
-The fixture is trained in a fresh interpreter (see `dlm_git/golden.py`). A dry run exits 1
+The fixture is trained in a fresh interpreter (see `tests/support/golden.py`). A dry run exits 1
 when an approved golden for this machine's tuple exists and differs; `--approve` writes
 `tests/golden/determinism/tuple-<hash>.json` and upserts `.determinism/lock.json`.
 """
@@ -20,7 +20,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from dlm_git.errors import DlmGitError  # noqa: E402
-from dlm_git.golden import (  # noqa: E402
+from tests.support.golden import (  # noqa: E402
     GOLDEN_THREADS,
     approve,
     load_golden_lock,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from dlm_git import gitio
+from dlm_git.lock.policy import strict_severity
 
 Level = Literal["ERROR", "WARN"]
 
@@ -24,12 +25,12 @@ class HookFinding:
 
 
 def strict_upgrade(findings: list[HookFinding], strict: bool) -> list[HookFinding]:
-    if not strict:
-        return findings
-    return [
-        HookFinding("ERROR", f.doc, f.check, f.what, f.fix) if f.level == "WARN" else f
-        for f in findings
-    ]
+    """Strict mode over every finding, by the lock policy's one rule."""
+    upgraded: list[HookFinding] = []
+    for f in findings:
+        level = strict_severity(f.level, strict)
+        upgraded.append(replace(f, level="ERROR" if level == "ERROR" else "WARN"))
+    return upgraded
 
 
 def summary(findings: list[HookFinding], docs: int, action: str = "commit") -> str:

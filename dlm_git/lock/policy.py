@@ -22,7 +22,7 @@ Strict mode turns every WARN into ERROR.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 Severity = Literal["ALLOW", "WARN", "ERROR"]
@@ -104,12 +104,13 @@ def _classify_versions(old: Mapping[str, str], new: Mapping[str, str]) -> list[F
     return findings
 
 
+def strict_severity(severity: Severity, strict: bool) -> Severity:
+    """The one strict-mode rule (lock drift and every hook finding): WARN becomes ERROR."""
+    return "ERROR" if strict and severity == "WARN" else severity
+
+
 def apply_strict(findings: list[Finding], strict: bool) -> list[Finding]:
-    if not strict:
-        return findings
-    return [
-        Finding(f.field, "ERROR", f.old, f.new) if f.severity == "WARN" else f for f in findings
-    ]
+    return [replace(f, severity=strict_severity(f.severity, strict)) for f in findings]
 
 
 def by_severity(findings: list[Finding], severity: Severity) -> list[Finding]:

@@ -1,6 +1,6 @@
 """Golden determinism: the same input trains to the same adapter SHA.
 
-The fixture document of `dlm_git.golden` is trained in fresh interpreters (different
+The fixture document of `tests.support.golden` is trained in fresh interpreters (different
 `PYTHONHASHSEED`, working directory and repository path); the adapters must be
 byte-identical, and equal to the golden approved for the determinism tuple in
 `.determinism/lock.json` (`scripts/regen-determinism-golden.py --approve` records it).
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dlm_git.golden import (
+from dlm_git.hashing import canonical_json
+from tests.support.golden import (
     FIXTURE_DOC_SHA256,
     GOLDEN_THREADS,
     FixtureRun,
@@ -30,7 +31,6 @@ from dlm_git.golden import (
     train_fixture_at,
     tuple_hash,
 )
-from dlm_git.hashing import canonical_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PORTABLE_PROFILE = "x86-64-v3"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dlm_git import numerics
-from dlm_git.golden import FixtureRun, train_fixture_at
+from tests.support.golden import FixtureRun, train_fixture_at
 
 pytestmark = pytest.mark.skipif(
     numerics._machine() != "x86_64"
