@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from dlm_git import numerics
 from dlm_git.determinism import plan
+from tests.support.gitrepo import init_repo
 
 # Kernel variables only count before torch initialises: pin the default CPU profile for
 # this test session now, so in-process training (`run_cli`) runs here instead of in a
@@ -41,23 +41,10 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
-def git(repo: Path, *args: str) -> str:
-    """Run git in `repo` and return its stdout (raises on failure)."""
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
-
-
 @pytest.fixture
 def git_repo(tmp_path: Path) -> Path:
     """An empty git work tree with a local identity configured."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    git(repo, "config", "user.name", "dlm-git tests")
-    git(repo, "config", "user.email", "tests@dlm-git.invalid")
-    git(repo, "config", "commit.gpgsign", "false")
-    return repo
+    return init_repo(tmp_path / "repo")
 
 
 def _write_doc(

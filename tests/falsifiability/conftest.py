@@ -8,24 +8,12 @@ and .dvc/cache) and a `Forge` (see forgery.py) that tampers with it and runs
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-
-def load_forgery() -> ModuleType:
-    """forgery.py as one shared module, however pytest imports test files."""
-    name = "dlm_git_tests_forgery"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("forgery.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from tests.support.forge import load_forgery
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,12 @@ and runners for the real `dlm-git` executable and hook modules as subprocesses."
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
-FORGERY = Path(__file__).resolve().parents[1] / "falsifiability" / "forgery.py"
+from tests.support.forge import load_forgery
 
 HOSTILE_NAMES = [
     "line\nbreak.md",
@@ -25,17 +23,6 @@ SYMLINKS = {"inlink.md": "tab\there.md", "cfg.txt": "../../.git/config"}
 """Symbolic links planted among the sources: an in-repo one and one past the excludes."""
 NON_UTF8_NAME = b"latin1-\xe9t\xe9.md"
 """A source file name that is not UTF-8: skipped with a reason, never a crash."""
-
-
-def load_forgery() -> ModuleType:
-    name = "dlm_git_tests_forgery"  # the same module object tests/falsifiability uses
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FORGERY)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @dataclass

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.gitrepo import init_repo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_DIR = REPO_ROOT / "examples" / "demo"
@@ -30,21 +31,6 @@ DEVICE_ARGS = ("--device", "cpu")
 FAST_TRAINING = {"max_steps": "3", "sequence_len": "64", "micro_batch_size": "2"}
 
 RunCli = Callable[..., tuple[int, str, str]]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
-
-
-def init_repo(repo: Path) -> Path:
-    repo.mkdir(parents=True, exist_ok=True)
-    git(repo, "init", "-q")
-    git(repo, "config", "user.name", "dlm-git tests")
-    git(repo, "config", "user.email", "tests@dlm-git.invalid")
-    git(repo, "config", "commit.gpgsign", "false")
-    return repo
 
 
 def fast_demo_text() -> str:

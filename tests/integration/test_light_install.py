@@ -11,20 +11,19 @@ every command that needs the training stack says so in one line.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.support.forge import load_forgery
 
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FORGERY = REPO_ROOT / "tests" / "falsifiability" / "forgery.py"
 CONSTRAINTS = REPO_ROOT / "requirements" / "constraints.txt"
 TRAINING_STACK = (
     "torch",
@@ -38,17 +37,6 @@ TRAINING_STACK = (
     "pygit2",
 )
 TRAIN_HINT = "(hint: pip install 'dlm-git[train]')"
-
-
-def load_forgery() -> ModuleType:
-    name = "dlm_git_tests_forgery"  # the same module object tests/falsifiability uses
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FORGERY)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.fixture(scope="module")

@@ -10,20 +10,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.gitrepo import git
+
 pytestmark = pytest.mark.slow
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "examples" / "demo"
 SMALL = {"max_steps": "3", "sequence_len": "64", "base_model": "../mybase"}
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
 @pytest.fixture

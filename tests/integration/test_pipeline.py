@@ -25,6 +25,7 @@ import yaml
 
 from dlm_git.dvcfiles import find_out, parse_dvc_lock
 from dlm_git.hashing import canonical_json, sha256_bytes
+from tests.support.gitrepo import git
 
 pytestmark = pytest.mark.slow
 
@@ -69,12 +70,6 @@ def dvc(repo: Path, *args: str) -> Result:
 
 def dlm_git(repo: Path, *args: str) -> Result:
     return run(repo, sys.executable, "-m", "dlm_git", *args)
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def ok(result: Result) -> Result:

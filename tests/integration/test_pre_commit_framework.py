@@ -18,34 +18,22 @@ Both hooks are `language: system`: the framework builds no environment and runs
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.support.forge import load_forgery
 
 pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FORGERY = REPO_ROOT / "tests" / "falsifiability" / "forgery.py"
 HOOKS_DOC = REPO_ROOT / "docs" / "hooks.md"
 VENV_BIN = Path(sys.executable).parent
 DLM = "demo/demo.dlm"
-
-
-def load_forgery() -> ModuleType:
-    name = "dlm_git_tests_forgery"  # the same module object tests/falsifiability uses
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FORGERY)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def documented_config() -> str:

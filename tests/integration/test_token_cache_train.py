@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.gitrepo import git
+
 RunCli = Callable[..., tuple[int, str, str]]
 
 DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
@@ -96,12 +98,6 @@ def make_doc(repo: Path, n_files: int = N_FILES, **kwargs: Any) -> Path:
         (doc_dir / "corpus" / f"f{i:02d}.md").write_text(file_text(i), "utf-8")
     write_doc(doc_dir, **kwargs)
     return doc_dir
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def cache_dir(repo: Path) -> Path:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from dlm_git.hashing import canonical_json, canonical_json_sha256, digest_safetensors
+from tests.support.gitrepo import git
 
 pytestmark = pytest.mark.slow
 
@@ -32,12 +33,6 @@ TEXT_OUTPUTS = (*COMMITTED, "adapter/adapter_config.json")
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout
 
 
 def json_strings(value: Any) -> list[str]:

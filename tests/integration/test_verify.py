@@ -9,7 +9,6 @@ built once per session and copied per test).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import pickle
 import shutil
 import sys
@@ -19,9 +18,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.forge import load_forgery
+
 pytestmark = pytest.mark.slow
 
-FORGERY = Path(__file__).resolve().parents[1] / "falsifiability" / "forgery.py"
 VERIFY_MODULES = [
     "dlm_git/verify/checks.py",
     "dlm_git/verify/commit.py",
@@ -32,17 +32,6 @@ VERIFY_MODULES = [
     "dlm_git/hashing.py",
     "dlm_git/dvcfiles.py",
 ]
-
-
-def load_forgery() -> ModuleType:
-    name = "dlm_git_tests_forgery"  # the same module object tests/falsifiability uses
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FORGERY)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.fixture(scope="module")
