@@ -26,7 +26,7 @@ from typing import SupportsIndex
 
 import numpy as np
 
-from dlm_git.hashing import merkle_leaf_hash, merkle_root_from_leaf_hashes
+from dlm_git.merkle import merkle_leaf_hash, merkle_root_from_leaf_hashes
 
 IGNORE_INDEX = -100
 

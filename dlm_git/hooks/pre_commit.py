@@ -556,7 +556,7 @@ class Checker:
         if not s.source_dirs:
             # No directives: the expansion is empty (the root of the empty tree, as
             # `sources_record([])` has it, without importing the pydantic records).
-            from dlm_git.hashing import merkle_root
+            from dlm_git.merkle import merkle_root
 
             return merkle_root([])
         import tempfile

@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-from dlm_git.hashing import digest_safetensors, merkle_root, sha256_file
+from dlm_git.hashing import digest_safetensors, sha256_file
 from dlm_git.manifest.schema import (
     AdapterFile,
     AdapterRecord,
@@ -25,6 +25,7 @@ from dlm_git.manifest.schema import (
     SourcesRecord,
     TensorEntry,
 )
+from dlm_git.merkle import merkle_root
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"

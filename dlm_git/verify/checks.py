@@ -19,15 +19,11 @@ from typing import Any
 
 from dlm_git.dvcfiles import dir_listing, dir_md5, find_out, md5_file, parse_dvc_lock
 from dlm_git.errors import DlmGitError
-from dlm_git.hashing import (
-    canonical_json_sha256,
-    digest_safetensors,
-    read_safetensors_header,
-    sha256_bytes,
-)
+from dlm_git.hashing import canonical_json_sha256, digest_safetensors, sha256_bytes
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
 from dlm_git.manifest.records import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_record
 from dlm_git.manifest.schema import Manifest
+from dlm_git.safetensors_header import read_safetensors_header
 
 
 @dataclass(frozen=True)

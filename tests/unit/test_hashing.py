@@ -21,7 +21,6 @@ from dlm_git.errors import DlmGitError
 from dlm_git.hashing import (
     DEFAULT_CHUNK_SIZE,
     SafetensorsDigest,
-    SafetensorsFormatError,
     TensorDigest,
     canonical_json,
     canonical_json_sha256,
@@ -29,16 +28,13 @@ from dlm_git.hashing import (
     digest_tensor_bytes,
     float_from_hex,
     float_hex,
-    inclusion_proof,
-    merkle_root,
-    merkle_tree_hash,
-    read_safetensors_header,
     sha256_bytes,
     sha256_file,
     sha256_text,
     tensor_root,
-    verify_inclusion,
 )
+from dlm_git.merkle import inclusion_proof, merkle_root, merkle_tree_hash, verify_inclusion
+from dlm_git.safetensors_header import SafetensorsFormatError, read_safetensors_header
 
 # --------------------------------------------------------------------------- helpers
 

@@ -1,0 +1,240 @@
+"""Safetensors headers, parsed by hand and validated strictly: the data buffer must be
+covered exactly by the tensors (no gaps, overlaps or trailing bytes), dtypes and shapes
+must agree with byte lengths, names are real Unicode, keys are unique. Nothing is ever
+unpickled, and no library reads the file.
+
+Invariant: standard library only (the git hooks and hash-level verify import it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from dlm_git.errors import DlmGitError
+
+MAX_HEADER_SIZE = 100_000_000
+
+DTYPE_ITEMSIZE: dict[str, int] = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "U16": 2,
+    "U32": 4,
+    "U64": 8,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
+
+
+class SafetensorsFormatError(DlmGitError):
+    """A file is not a well-formed safetensors file (subject: the file's path)."""
+
+
+@dataclass(frozen=True)
+class _TensorSpec:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_unicode(text: str) -> bool:
+    """False for strings JSON escapes can produce but UTF-8 cannot encode (lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _parse_header_bytes(raw: bytes, subject: str) -> dict[str, Any]:
+    def fail(message: str) -> SafetensorsFormatError:
+        return SafetensorsFormatError(subject, message)
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(f"header is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except _DuplicateKey as exc:
+        raise fail(f"header JSON has duplicate key {exc.key!r}") from None
+    except (ValueError, RecursionError) as exc:
+        raise fail(f"header is not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise fail(f"header JSON is a {type(obj).__name__}, not an object")
+    return obj
+
+
+def _validate_header(
+    header: dict[str, Any], buffer_len: int, subject: str
+) -> tuple[dict[str, str], list[_TensorSpec]]:
+    """Check every entry and the exact coverage of the data buffer.
+
+    Returns the metadata and the tensors in offset order.
+    """
+
+    def fail(message: str) -> SafetensorsFormatError:
+        return SafetensorsFormatError(subject, message)
+
+    metadata: dict[str, str] = {}
+    specs: list[_TensorSpec] = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            if entry is None:
+                continue
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise fail("__metadata__ must be an object mapping strings to strings")
+            for text in (*entry.keys(), *entry.values()):
+                if not _is_unicode(text):
+                    raise fail(f"__metadata__ string {text!r} is not valid Unicode")
+            metadata = dict(entry)
+            continue
+        where = f"tensor {name!r}"
+        if not _is_unicode(name):
+            raise fail(f"{where}: name is not valid Unicode (lone surrogate escape)")
+        if not isinstance(entry, dict):
+            raise fail(f"{where}: entry is a {type(entry).__name__}, not an object")
+        for key in ("dtype", "shape", "data_offsets"):
+            if key not in entry:
+                raise fail(f"{where}: entry is missing {key!r}")
+        dtype = entry["dtype"]
+        shape = entry["shape"]
+        offsets = entry["data_offsets"]
+        if not isinstance(dtype, str):
+            raise fail(f"{where}: dtype must be a string, got {dtype!r}")
+        if dtype not in DTYPE_ITEMSIZE:
+            raise fail(f"{where}: unknown dtype {dtype!r}")
+        if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d < 1 << 64 for d in shape):
+            raise fail(
+                f"{where}: shape must be a list of non-negative 64-bit integers, got {shape!r}"
+            )
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(_is_int(o) and o >= 0 for o in offsets)
+        ):
+            raise fail(
+                f"{where}: data_offsets must be a list of two non-negative integers, "
+                f"got {offsets!r}"
+            )
+        begin, end = offsets
+        if end < begin:
+            raise fail(f"{where}: data_offsets end {end} is before begin {begin}")
+        if end > buffer_len:
+            raise fail(
+                f"{where}: data_offsets [{begin}, {end}] are not within the data buffer "
+                f"of {buffer_len} bytes"
+            )
+        expected = math.prod(shape) * DTYPE_ITEMSIZE[dtype]
+        if end - begin != expected:
+            raise fail(
+                f"{where}: byte length {end - begin} does not match shape {shape} of "
+                f"{dtype} ({expected} bytes)"
+            )
+        specs.append(_TensorSpec(name, dtype, tuple(shape), begin, end))
+
+    specs.sort(key=lambda s: (s.begin, s.end, s.name))
+    covered = 0
+    prev: _TensorSpec | None = None
+    for spec in specs:
+        if spec.begin < covered:
+            assert prev is not None
+            raise fail(
+                f"tensor {spec.name!r} data_offsets [{spec.begin}, {spec.end}] overlap "
+                f"tensor {prev.name!r} [{prev.begin}, {prev.end}]"
+            )
+        if spec.begin > covered:
+            raise fail(
+                f"gap in the data buffer: bytes [{covered}, {spec.begin}) belong to no tensor"
+            )
+        covered = spec.end
+        prev = spec
+    if covered != buffer_len:
+        raise fail(
+            f"trailing bytes in the data buffer: bytes [{covered}, {buffer_len}) "
+            "belong to no tensor"
+        )
+    return metadata, specs
+
+
+def _read_exact(fh: BinaryIO, n: int, subject: str, what: str) -> bytes:
+    data = fh.read(n)
+    if len(data) != n:
+        raise SafetensorsFormatError(
+            subject, f"file ended while reading the {what} (file changed while reading?)"
+        )
+    return data
+
+
+def open_header(
+    fh: BinaryIO, subject: str
+) -> tuple[int, bytes, dict[str, Any], dict[str, str], list[_TensorSpec]]:
+    """Read and validate the header from the start of `fh`.
+
+    Returns (file size, header prefix bytes incl. the length field, header, metadata,
+    tensors in offset order).
+    """
+    size = os.fstat(fh.fileno()).st_size
+    if size < 8:
+        raise SafetensorsFormatError(
+            subject, f"file is {size} bytes, shorter than the 8-byte header length field"
+        )
+    length_field = _read_exact(fh, 8, subject, "header length")
+    (header_len,) = struct.unpack("<Q", length_field)
+    if header_len > MAX_HEADER_SIZE:
+        raise SafetensorsFormatError(
+            subject, f"header length {header_len} exceeds the {MAX_HEADER_SIZE}-byte limit"
+        )
+    if 8 + header_len > size:
+        raise SafetensorsFormatError(
+            subject, f"header length {header_len} exceeds the file size of {size} bytes"
+        )
+    raw = _read_exact(fh, header_len, subject, "header")
+    header = _parse_header_bytes(raw, subject)
+    data_start = 8 + header_len
+    metadata, specs = _validate_header(header, size - data_start, subject)
+    return size, length_field + raw, header, metadata, specs
+
+
+def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    """Parsed and validated header of a safetensors file, and the data buffer's offset.
+
+    Raises SafetensorsFormatError for anything malformed (see `digest_safetensors`).
+    """
+    with open(path, "rb") as fh:
+        _, prefix, header, _, _ = open_header(fh, str(path))
+    return header, len(prefix)
