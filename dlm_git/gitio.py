@@ -50,6 +50,15 @@ def toplevel(cwd: Path) -> Path:
     return Path(out)
 
 
+def hooks_path(cwd: Path) -> Path:
+    """Where git looks for hooks (`core.hooksPath` honoured), as an absolute path."""
+    out = git(["rev-parse", "--git-path", "hooks"], cwd, check=False).decode().strip()
+    if not out:
+        raise GitError(str(cwd), "not a git repository", "run `git init` first")
+    path = Path(out)
+    return path if path.is_absolute() else cwd / path
+
+
 def toplevel_and_head(cwd: Path) -> tuple[Path, str | None]:
     """The work tree's root and HEAD's commit (None before the first commit), in one call."""
     proc = subprocess.run(

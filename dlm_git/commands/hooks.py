@@ -16,8 +16,8 @@ def install(
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove the hooks instead."),
 ) -> None:
     """Install pre-commit, pre-merge-commit and pre-push hooks (chaining any existing hook)."""
+    from dlm_git.gitio import toplevel
     from dlm_git.hooks.install import install_hooks
-    from dlm_git.pipeline.init import git_toplevel
 
-    for line in install_hooks(git_toplevel(Path.cwd()), uninstall=uninstall):
+    for line in install_hooks(toplevel(Path.cwd()), uninstall=uninstall):
         typer.echo(line)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
+from dlm_git import gitio
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_text
 
@@ -46,16 +46,6 @@ fi
 printf '%s\\n' "$input" | exec "$py" -m dlm_git.hooks.pre_push "$@\""""
 
 
-def hooks_dir(repo_root: Path) -> Path:
-    proc = subprocess.run(
-        ["git", "rev-parse", "--git-path", "hooks"], cwd=repo_root, capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        raise DlmGitError(str(repo_root), "not a git repository", "run `git init` first")
-    path = Path(proc.stdout.strip())
-    return path if path.is_absolute() else (repo_root / path)
-
-
 def shim_text(hook: str, python: str | None = None) -> str:
     module = hook.replace("-", "_")
     body = PRE_PUSH_BODY if hook == "pre-push" else PRE_COMMIT_BODY
@@ -76,7 +66,7 @@ def is_ours(path: Path) -> bool:
 
 def install_hooks(repo_root: Path, uninstall: bool = False) -> list[str]:
     """Install or remove our hooks; returns one line per hook saying what was done."""
-    directory = hooks_dir(repo_root)
+    directory = gitio.hooks_path(repo_root)
     directory.mkdir(parents=True, exist_ok=True)
     lines = []
     for hook in HOOKS:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlm_git import gitio
 from dlm_git.doc.ulid import new_ulid
 from dlm_git.errors import DlmGitError, require_training_stack
 from dlm_git.fsutil import atomic_write_text
@@ -109,15 +110,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
-
-
-def git_toplevel(cwd: Path) -> Path:
-    proc = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        raise DlmGitError(str(cwd), "not inside a git repository", "run `git init` first")
-    return Path(proc.stdout.strip())
 
 
 def merge_dvc_yaml(path: Path, result: InitResult) -> None:
@@ -226,7 +218,7 @@ def run_init(cwd: Path, doc_name: str | None, install_hooks: bool = True) -> Ini
         raise DlmGitError(
             "--doc", f"'{doc_name}' is not a valid document name", "use letters, digits, . _ -"
         )
-    root = git_toplevel(cwd)
+    root = gitio.toplevel(cwd)
     # DVC drives the pipeline (and `dvc init` runs as a subprocess): on a core install,
     # refuse before anything is written
     require_training_stack("dlm-git init", "dvc", "ruamel.yaml")

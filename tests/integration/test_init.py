@@ -206,7 +206,7 @@ def test_init_outside_a_git_repo_fails_with_one_line(
     assert code == 1
     assert out == ""
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "not inside a git repository" in lines[0], err
+    assert len(lines) == 1 and "not inside a git work tree" in lines[0], err
     assert "Traceback" not in err
     assert list(plain.iterdir()) == []
 
