@@ -7,11 +7,16 @@ Invariants:
   the inputs; wall times and throughput go only to the gitignored run record.
 - Lock modes: default (ERROR aborts, WARN warns), strict (WARN aborts too), update
   (no validation; writes with `supersedes` = sha256 of the replaced lock), ignore (no
-  validation, lock not written).
+  validation, lock not written); the decision is `lock.decision`'s, rendered here.
+- A run is, in order: numerics plan (here, or a child interpreter), base and environment,
+  lock decision, tokens, `build_training` (model, loop, effective config, segment writer;
+  segment replay builds its models with the same `build_model`/`loop_config`), `_fit`,
+  `_install_adapter`, lock, `_write_records`, `_write_run_record`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import sys
 import time
@@ -306,11 +311,43 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
 
 
 def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -> TrainOutcome:
-    from dlm_git.determinism import prepare
+    """Train in this process (its kernel variables are the plan's): base and environment,
+    lock decision, tokens, model and loop, training, then the outputs."""
+    from dlm_git.train.adapter import sweep_stale
 
     t_start = time.perf_counter()
+    resolved, env = _base_and_environment(loaded, options, run_plan)
+    lock, lock_warnings = _decide_lock(loaded, resolved, env, options)
+    layout = loaded.layout
+    sweep_stale(layout.directory, (layout.adapter.name, layout.segments.name))
+    tok, t_tok = _tokens(loaded, resolved, options)
+    run = build_training(loaded, resolved, env.device, tok, options.segment_every)
+    result, t_train = _fit(run, tok, options.quiet)
+    record, segments_record = _install_adapter(run, layout, loaded.doc.frontmatter.base_model)
+    lock_written = options.lock_mode != "ignore"
+    if lock_written:
+        write_lock(layout.lock, lock)
+    manifest = _write_records(loaded, resolved, tok, run, result, lock, record, segments_record)
+    timings = {"wall": time.perf_counter() - t_start, "tokenize": t_tok, "train": t_train}
+    run_record = _write_run_record(layout, env, tok, result, timings)
+    return TrainOutcome(
+        doc_path=loaded.doc.path,
+        adapter_sha256=record.files["adapter_model.safetensors"].sha256,
+        tensor_root=record.tensor_root,
+        lock=lock,
+        lock_written=lock_written,
+        manifest=manifest,
+        warnings=lock_warnings,
+        run_record=run_record,
+    )
+
+
+def _base_and_environment(
+    loaded: LoadedDocument, options: TrainOptions, run_plan: Plan
+) -> tuple[ResolvedBase, Any]:
+    from dlm_git.determinism import prepare
+
     fm = loaded.doc.frontmatter
-    training = fm.training
     resolved = resolve_base(
         fm.base_model,
         loaded.doc.directory,
@@ -318,11 +355,18 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
         tiny_dir=options.tiny_dir,
         local_dir=options.base_dir,
     )
-    env = prepare(training.seed, run_plan, options.threads)
-    device, hw = env.device, env.hardware
-    current = build_lock(loaded, resolved, hw, env.flags, env.klass, options.accept_license)
+    return resolved, prepare(fm.training.seed, run_plan, options.threads)
+
+
+def _decide_lock(
+    loaded: LoadedDocument, resolved: ResolvedBase, env: Any, options: TrainOptions
+) -> tuple[Lock, list[Finding]]:
+    """The lock this run records and the WARN findings it prints (ERROR raises)."""
+    current = build_lock(
+        loaded, resolved, env.hardware, env.flags, env.klass, options.accept_license
+    )
     layout = loaded.layout
-    lock_warnings: list[Finding] = []
+    warnings_: list[Finding] = []
     if options.lock_mode == "ignore":  # no validation, nothing written: don't even read it
         lock = current
     elif options.lock_mode == "update" and _corrupt(layout.lock):
@@ -330,106 +374,140 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
         lock = current.model_copy(update={"supersedes": sha256_file(layout.lock)})
     else:
         prior = read_lock(layout.lock)
-        lock, lock_warnings = validate_lock(prior, current, options.lock_mode, str(layout.lock))
-    for f in lock_warnings:
+        lock, warnings_ = validate_lock(prior, current, options.lock_mode, str(layout.lock))
+    for f in warnings_:
         sys.stderr.write(f"{layout.lock}: WARN {f.describe()}\n")
-    from dlm_git.train.adapter import sweep_stale
+    return lock, warnings_
 
-    sweep_stale(layout.directory, (layout.adapter.name, layout.segments.name))
 
+def _tokens(
+    loaded: LoadedDocument, resolved: ResolvedBase, options: TrainOptions
+) -> tuple[Any, float]:
     from dlm_git.train.pipeline import load_or_tokenize, tokenize_document
 
-    t_tok = time.perf_counter()
+    started = time.perf_counter()
     if options.use_cache:
-        tok = load_or_tokenize(loaded, resolved, use_cache=training.cache.enabled)
+        enabled = loaded.doc.frontmatter.training.cache.enabled
+        tok = load_or_tokenize(loaded, resolved, use_cache=enabled)
     else:  # --no-cache: tokenize from scratch, touching neither the cache nor tokens/
         tok = tokenize_document(loaded, resolved, use_cache=False)
-    t_tok = time.perf_counter() - t_tok
     if not tok.sequences:
         raise TrainError(
             str(loaded.doc.path), "no trainable rows (no prose, instructions or sources)"
         )
+    return tok, time.perf_counter() - started
 
+
+@dataclass
+class TrainingRun:
+    """A run assembled and ready to train: the model with fresh LoRA layers, the loop's
+    configuration, the effective training config the manifest digests, and the segment
+    snapshot writer (None when snapshots are off)."""
+
+    model: Any
+    loop_cfg: Any
+    config: dict[str, Any]
+    every: int
+    segments: Any
+
+
+def build_training(
+    loaded: LoadedDocument,
+    resolved: ResolvedBase,
+    device: str,
+    tok: Any,
+    segment_every: int | None,
+) -> TrainingRun:
     from transformers.utils import logging as hf_logging
 
-    from dlm_git.train.adapter import install_dir, save_adapter, staging_dir
-    from dlm_git.train.loop import total_steps, train_loop, warmup_steps
+    from dlm_git.train.loop import total_steps, warmup_steps
+    from dlm_git.train.segments import SegmentWriter, genesis, resolve_every
 
     hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     warnings.filterwarnings("ignore", category=FutureWarning)
+    fm = loaded.doc.frontmatter
+    training = fm.training
     precision = resolve_precision(training.precision, device)
     model, targets = build_model(resolved.path, training, device)
     loop_cfg = loop_config(training, device, precision, tok.pad_id)
     steps = total_steps(len(tok.sequences), loop_cfg)
+    warmup = warmup_steps(steps, training.warmup_ratio)
     config = effective_config(
-        training,
-        fm.system_prompt,
-        targets,
-        steps,
-        warmup_steps(steps, training.warmup_ratio),
-        precision,
-        tok.template_kind,
+        training, fm.system_prompt, targets, steps, warmup, precision, tok.template_kind
     )
-    from dlm_git.train.segments import SegmentWriter, genesis, resolve_every
-
     every = resolve_every(
-        options.segment_every if options.segment_every is not None else training.segment_every,
-        steps,
+        segment_every if segment_every is not None else training.segment_every, steps
     )
-    segments = (
-        SegmentWriter.create(
-            layout,
-            every,
-            genesis(canonical_json_sha256(config), tok.stream_root, resolved.identity.tensor_root),
+    segments = None
+    if every:
+        start = genesis(
+            canonical_json_sha256(config), tok.stream_root, resolved.identity.tensor_root
         )
-        if every
-        else None
-    )
-    boundary = segments.on_boundary if segments is not None else None
-    prog, update = _progress_printer(options.quiet)
-    t_train = time.perf_counter()
+        segments = SegmentWriter.create(loaded.layout, every, start)
+    return TrainingRun(model, loop_cfg, config, every, segments)
+
+
+def _fit(run: TrainingRun, tok: Any, quiet: bool) -> tuple[Any, float]:
+    from dlm_git.train.loop import train_loop
+
+    boundary = run.segments.on_boundary if run.segments is not None else None
+    prog, update = _progress_printer(quiet)
+    started = time.perf_counter()
     try:
-        if prog is not None:
-            with prog:
-                result = train_loop(
-                    model,
-                    tok.sequences,
-                    loop_cfg,
-                    progress=update,
-                    boundary_every=every,
-                    on_boundary=boundary,
-                )
-        else:
+        with prog if prog is not None else contextlib.nullcontext():
             result = train_loop(
-                model, tok.sequences, loop_cfg, boundary_every=every, on_boundary=boundary
+                run.model,
+                tok.sequences,
+                run.loop_cfg,
+                progress=update,
+                boundary_every=run.every,
+                on_boundary=boundary,
             )
     except BaseException:
-        if segments is not None:
-            segments.abort()
+        if run.segments is not None:
+            run.segments.abort()
         raise
-    t_train = time.perf_counter() - t_train
+    return result, time.perf_counter() - started
+
+
+def _install_adapter(
+    run: TrainingRun, layout: Any, base_spec: str
+) -> tuple[Any, SegmentsRecord | None]:
+    """Save the adapter through a staging directory and install it (then the segments)."""
+    from dlm_git.train.adapter import install_dir, save_adapter, staging_dir
 
     staging = staging_dir(layout.adapter)
     try:
-        save_adapter(model, staging, fm.base_model)
+        save_adapter(run.model, staging, base_spec)
         record = adapter_record(staging)
     except BaseException:
         import shutil
 
         shutil.rmtree(staging, ignore_errors=True)
-        if segments is not None:
-            segments.abort()
+        if run.segments is not None:
+            run.segments.abort()
         raise
     install_dir(staging, layout.adapter)
-    segments_record: SegmentsRecord | None = None
-    if segments is not None:
-        segments_record = segments.finish()
-    else:  # keep the pipeline's `segments/` out present (empty) when snapshots are off
-        install_dir(staging_dir(layout.segments), layout.segments)
-    lock_written = options.lock_mode != "ignore"
-    if lock_written:
-        write_lock(layout.lock, lock)
+    if run.segments is not None:
+        return record, run.segments.finish()
+    # keep the pipeline's `segments/` out present (empty) when snapshots are off
+    install_dir(staging_dir(layout.segments), layout.segments)
+    return record, None
+
+
+def _write_records(
+    loaded: LoadedDocument,
+    resolved: ResolvedBase,
+    tok: Any,
+    run: TrainingRun,
+    result: Any,
+    lock: Lock,
+    record: Any,
+    segments_record: SegmentsRecord | None,
+) -> Manifest:
+    """metrics.json, train_loss.tsv, then manifest.json last (each atomically)."""
+    layout, fm = loaded.layout, loaded.doc.frontmatter
     final_loss = result.losses[-1]
     metrics = {
         "steps": result.steps,
@@ -443,6 +521,7 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
     atomic_write_bytes(layout.metrics, canonical_json(metrics))
     loss_tsv = "step\tloss\n" + "".join(f"{i + 1}\t{v!r}\n" for i, v in enumerate(result.losses))
     atomic_write_bytes(layout.loss, loss_tsv.encode("utf-8"))
+    identity = resolved.identity
     manifest = Manifest(
         dlm_id=fm.dlm_id,
         dlm_sha256=loaded.doc.sha256,
@@ -451,17 +530,17 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
         tokens=TokensRecord(
             root=tok.stream_root, rows=tok.rows, sequences=len(tok.sequences), tokens=tok.tokens
         ),
-        tokenizer_sha256=resolved.identity.tokenizer_sha256,
+        tokenizer_sha256=identity.tokenizer_sha256,
         base=BaseRecord(
             spec=fm.base_model,
             kind=resolved.spec.kind,
-            revision=resolved.identity.revision,
-            tensor_root=resolved.identity.tensor_root,
-            tokenizer_sha256=resolved.identity.tokenizer_sha256,
-            config_sha256=resolved.identity.config_sha256,
+            revision=identity.revision,
+            tensor_root=identity.tensor_root,
+            tokenizer_sha256=identity.tokenizer_sha256,
+            config_sha256=identity.config_sha256,
         ),
-        training_config=config,
-        config_sha256=canonical_json_sha256(config),
+        training_config=run.config,
+        config_sha256=canonical_json_sha256(run.config),
         lock_sha256=lock.sha256(),
         adapter=record,
         training=TrainingResult(
@@ -473,29 +552,28 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
         segments=segments_record,
     )
     atomic_write_bytes(layout.manifest, manifest.to_bytes())
-    wall = time.perf_counter() - t_start
+    return manifest
+
+
+def _write_run_record(
+    layout: Any, env: Any, tok: Any, result: Any, seconds: dict[str, float]
+) -> dict[str, Any]:
+    """run.json (gitignored): wall times, throughput and the machine, not a pure function
+    of the inputs."""
+    train = seconds["train"]
     run_record = {
-        "wall_seconds": round(wall, 3),
-        "tokenize_seconds": round(t_tok, 3),
-        "train_seconds": round(t_train, 3),
-        "tokens_per_second": round(result.tokens / t_train, 1) if t_train > 0 else None,
+        "wall_seconds": round(seconds["wall"], 3),
+        "tokenize_seconds": round(seconds["tokenize"], 3),
+        "train_seconds": round(train, 3),
+        "tokens_per_second": round(result.tokens / train, 1) if train > 0 else None,
         "cache": tok.cache_stats,
         "tokens_source": tok.source,
         "host_python": platform.python_version(),
         "numerics": env.profile.name,
-        "machine": {k: v for k, v in hw.details.items() if k != "threads"},
+        "machine": {k: v for k, v in env.hardware.details.items() if k != "threads"},
     }
     atomic_write_bytes(layout.run_record, canonical_json(run_record))
-    return TrainOutcome(
-        doc_path=loaded.doc.path,
-        adapter_sha256=record.files["adapter_model.safetensors"].sha256,
-        tensor_root=record.tensor_root,
-        lock=lock,
-        lock_written=lock_written,
-        manifest=manifest,
-        warnings=lock_warnings,
-        run_record=run_record,
-    )
+    return run_record
 
 
 def _corrupt(path: Path) -> bool:
