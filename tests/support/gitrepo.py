@@ -7,13 +7,20 @@ test venv's environment), so a change to how tests call git is made once.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 
-def git(repo: Path, *args: str) -> str:
-    """Run git in `repo` and return its stdout (raises on failure)."""
+def git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
+    """Run git in `repo` and return its stdout (raises on failure); `env` replaces the
+    environment (e.g. with `GIT_INDEX_FILE`)."""
     return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+        ["git", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+        env=dict(env) if env is not None else None,
     ).stdout
 
 
