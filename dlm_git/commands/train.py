@@ -9,7 +9,15 @@ import typer
 
 from dlm_git.errors import UsageError
 from dlm_git.layout import MANIFEST_NAME
+from dlm_git.lock.decision import LockMode
 from dlm_git.output import emit_json
+
+LOCK_MODES: dict[str, LockMode] = {
+    "default": "default",
+    "strict": "strict",
+    "update": "update",
+    "ignore": "ignore",
+}
 
 
 def train(
@@ -55,21 +63,23 @@ def train(
     """Train the document's LoRA adapter deterministically; write dlm.lock and manifest.json."""
     from dlm_git.train.run import TrainOptions, run_train
 
-    modes = [
-        m
-        for m, on in (("strict", strict_lock), ("update", update_lock), ("ignore", ignore_lock))
-        if on
-    ]
+    chosen: tuple[tuple[LockMode, bool], ...] = (
+        ("strict", strict_lock),
+        ("update", update_lock),
+        ("ignore", ignore_lock),
+    )
+    flagged: list[LockMode] = [mode for mode, on in chosen if on]
     if lock_mode:
-        if lock_mode not in ("default", "strict", "update", "ignore"):
+        named = LOCK_MODES.get(lock_mode)
+        if named is None:
             raise UsageError(
                 "train",
                 f"unknown --lock-mode '{lock_mode}'",
                 "use default, strict, update or ignore",
             )
-        if lock_mode != "default":
-            modes.append(lock_mode)
-    if len(modes) > 1:
+        if named != "default":
+            flagged.append(named)
+    if len(flagged) > 1:
         raise UsageError(
             "train", "--strict-lock, --update-lock and --ignore-lock are mutually exclusive"
         )
@@ -82,7 +92,7 @@ def train(
 
         profile_named(numerics)
     options = TrainOptions(
-        lock_mode=modes[0] if modes else "default",  # type: ignore[arg-type]
+        lock_mode=flagged[0] if flagged else "default",
         use_cache=not no_cache,
         device=device,
         threads=threads,

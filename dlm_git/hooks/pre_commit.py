@@ -53,7 +53,7 @@ from dlm_git.docset import (
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out_in, stages_naming
 from dlm_git.errors import DlmGitError, EnvironmentFailure
 from dlm_git.hashing import sha256_bytes
-from dlm_git.hooks.findings import HookFinding, strict_mode, strict_upgrade, summary
+from dlm_git.hooks.findings import HookFinding, Level, strict_mode, strict_upgrade, summary
 from dlm_git.hooks.hashcache import HashCache
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
 from dlm_git.lock.decision import judge
@@ -305,8 +305,8 @@ class Checker:
             self._strict = strict_mode(self.root)
         return self._strict
 
-    def add(self, level: str, doc: str, check: str, what: str, fix: str) -> None:
-        self.findings.append(HookFinding(level, doc, check, what, fix))  # type: ignore[arg-type]
+    def add(self, level: Level, doc: str, check: str, what: str, fix: str) -> None:
+        self.findings.append(HookFinding(level, doc, check, what, fix))
 
     def check(self, s: DocState) -> None:
         doc = s.rel
