@@ -352,6 +352,20 @@ class Forge:
             self.write_manifest(manifest)
         self.sync_dvc_lock_files()
 
+    def rebind_document(self, text: str) -> None:
+        """Write the `.dlm` and re-bind `dlm_sha256` in lock and manifest (and with them
+        `lock_sha256`): a thorough forger's edit of the document."""
+        from dlm_git.hashing import sha256_bytes
+
+        self.write(f"{DOC}/{DOC}.dlm", text.encode())
+        digest = sha256_bytes(text.encode())
+        lock = self.lock()
+        lock["dlm_sha256"] = digest
+        self.write_lock(lock)
+        manifest = self.manifest()
+        manifest["dlm_sha256"] = digest
+        self.write_manifest(manifest)
+
     # ---- DVC
     def dvc_lock(self) -> dict[str, Any]:
         return yaml.safe_load(self.read("dvc.lock"))

@@ -173,21 +173,6 @@ def test_hostile_params_documents_are_reported(forge: Any, forgery: Any, value: 
 # --------------------------------------------------------------------------- base model
 
 
-def rebind_dlm(forge: Any, forgery: Any, text: str) -> None:
-    """Write the .dlm and re-bind `dlm_sha256` in lock and manifest (and `lock_sha256`)."""
-    from dlm_git.hashing import sha256_bytes
-
-    rel = f"{forgery.DOC}/{forgery.DOC}.dlm"
-    forge.write(rel, text.encode())
-    digest = sha256_bytes(text.encode())
-    lock = forge.lock()
-    lock["dlm_sha256"] = digest
-    forge.write_lock(lock)
-    manifest = forge.manifest()
-    manifest["dlm_sha256"] = digest
-    forge.write_manifest(manifest)
-
-
 OTHER_BASE = {"records": "../bases/tiny", "document": "smollm2-135m"}
 """`records`: the same tiny base's bytes, named as a local directory (the pipeline's
 build), so every other check passes on it; `document`: a registry base never trained."""
@@ -209,7 +194,7 @@ def forge_base(forge: Any, forgery: Any, where: str) -> None:
         rel = f"{forgery.DOC}/{forgery.DOC}.dlm"
         text = forge.read(rel).decode()
         assert "\nbase_model: builtin:tiny\n" in text
-        rebind_dlm(forge, forgery, text.replace("base_model: builtin:tiny", f"base_model: {other}"))
+        forge.rebind_document(text.replace("base_model: builtin:tiny", f"base_model: {other}"))
 
 
 @pytest.mark.parametrize("where", ["records", "document"])
