@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -112,58 +113,61 @@ def replay_doc(
                 checks = [*report.checks, *checks[-2:]]  # + replay.versions, replay.profile
             checks.append(Check("replay", True, f"bitwise identical adapter {recorded_sha[:16]}"))
             return _with(report, checks, BITWISE if report.ok else report.verdict, notes)
-        expectation = numerics.expect_bits(
-            setup.flags,
-            outcome.lock.determinism_flags,
-            lock.get("pinned_versions") or {},
-            outcome.lock.pinned_versions,
-            outcome.lock.hardware_tier,
+        check, verdict, why = _compare_unequal(
+            root, sha, report, setup, lock, outcome, work, replayed_dir, tolerance
         )
-        replayed = replayed_dir / ADAPTER_WEIGHTS
-        recorded_dir = work / "recorded"
-        missing = assemble_adapter(root, _blob(root, sha, "dvc.lock"), doc_rel, recorded_dir)
-        detail = (
-            f"replayed adapter {outcome.adapter_sha256[:16]} != recorded {str(recorded_sha)[:16]}"
+        checks.append(check)
+        return _with(report, checks, verdict, [*notes, *why])
+
+
+def _compare_unequal(
+    root: Path,
+    sha: str,
+    report: DocReport,
+    setup: Setup,
+    lock: Mapping[str, Any],
+    outcome: Any,
+    work: Path,
+    replayed_dir: Path,
+    tolerance: float,
+) -> tuple[Check, Verdict, list[str]]:
+    """The replayed adapter differs from the record: MISMATCH when bits were expected,
+    else the auditor's tolerance against the recorded adapter, or CANNOT_VERIFY when
+    that adapter is not here to compare (no comparison, no accusation)."""
+    expectation = numerics.expect_bits(
+        setup.flags,
+        outcome.lock.determinism_flags,
+        lock.get("pinned_versions") or {},
+        outcome.lock.pinned_versions,
+        outcome.lock.hardware_tier,
+    )
+    replayed = replayed_dir / ADAPTER_WEIGHTS
+    recorded = work / "recorded"
+    missing = assemble_adapter(root, _blob(root, sha, "dvc.lock"), report.doc, recorded)
+    detail = (
+        f"replayed adapter {outcome.adapter_sha256[:16]}"
+        f" != recorded {str(report.adapter_sha256)[:16]}"
+    )
+    if expectation.bits:
+        if missing is None:
+            dist = tensor_distances(recorded / ADAPTER_WEIGHTS, replayed)
+            first = next((name for name, d in dist.items() if d != 0.0), None)
+            detail += f"; first differing tensor {first}" if first else ""
+        why = f"{detail} (bit equality expected: {expectation.reason})"
+        return Check("replay", False, why), MISMATCH, []
+    notes = [f"bit equality not expected: {expectation.reason}"]
+    if missing is not None:
+        why = (
+            f"{detail}; bit equality not expected ({expectation.reason}) and the recorded"
+            f" adapter is not available to compare within tolerance ({missing})"
         )
-        if expectation.bits:
-            if missing is None:
-                first = next(
-                    (
-                        n
-                        for n, d in tensor_distances(
-                            recorded_dir / ADAPTER_WEIGHTS, replayed
-                        ).items()
-                        if d != 0.0
-                    ),
-                    None,
-                )
-                detail += f"; first differing tensor {first}" if first else ""
-            checks.append(
-                Check("replay", False, f"{detail} (bit equality expected: {expectation.reason})")
-            )
-            return _with(report, checks, MISMATCH, notes)
-        notes.append(f"bit equality not expected: {expectation.reason}")
-        if missing is not None:
-            checks.append(
-                Check(
-                    "replay",
-                    False,
-                    f"{detail}; bit equality not expected ({expectation.reason}) and the recorded"
-                    f" adapter is not available to compare within tolerance ({missing})",
-                )
-            )
-            return _with(report, checks, CANNOT_VERIFY, notes)
-        dist = tensor_distances(recorded_dir / ADAPTER_WEIGHTS, replayed)
-        worst_name, worst = max(dist.items(), key=lambda kv: kv[1]) if dist else ("-", 0.0)
-        ok = worst <= tolerance
-        checks.append(
-            Check(
-                "replay",
-                ok,
-                f"max relative L2 {worst:.3g} at {worst_name} (tolerance {tolerance:g})",
-            )
-        )
-        return _with(report, checks, WITHIN_TOLERANCE if ok and report.ok else MISMATCH, notes)
+        return Check("replay", False, why), CANNOT_VERIFY, notes
+    dist = tensor_distances(recorded / ADAPTER_WEIGHTS, replayed)
+    worst_name, worst = max(dist.items(), key=lambda kv: kv[1]) if dist else ("-", 0.0)
+    ok = worst <= tolerance
+    what = f"max relative L2 {worst:.3g} at {worst_name} (tolerance {tolerance:g})"
+    verdict = WITHIN_TOLERANCE if ok and report.ok else MISMATCH
+    return Check("replay", ok, what), verdict, notes
 
 
 def _retrain(
