@@ -12,11 +12,14 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
 from dlm_git import numerics
 from dlm_git.determinism import plan
+from tests.support.forge import load_forgery
 from tests.support.gitrepo import init_repo
 
 # Kernel variables only count before torch initialises: pin the default CPU profile for
@@ -79,3 +82,29 @@ def write_doc() -> WriteDoc:
 def clean_env() -> dict[str, str]:
     """A copy of the (hermetic) environment for subprocesses."""
     return dict(os.environ)
+
+
+# --------------------------------------------------------------------------- the forger
+# One trained, committed repository per session, built only when a test asks for it
+# (`dlm-git init` + `dvc repro` + commit, ~40 s); `forge` gives each test its own full copy
+# (work tree, .git, .dvc/cache) and a `Forge` (tests/falsifiability/forgery.py) that
+# tampers with it and runs `dlm-git verify`; `forgery` is the helper module itself.
+
+
+@pytest.fixture(scope="session")
+def forgery() -> ModuleType:
+    return load_forgery()
+
+
+@pytest.fixture(scope="session")
+def verified_repo(tmp_path_factory: pytest.TempPathFactory, forgery: ModuleType) -> Path:
+    """The pristine trained-and-committed repository. Never modify it: use `forge`."""
+    return Path(forgery.build_verified_repo(tmp_path_factory.getbasetemp()))
+
+
+@pytest.fixture
+def forge(
+    tmp_path: Path, verified_repo: Path, forgery: ModuleType, capfd: pytest.CaptureFixture[str]
+) -> Any:
+    root = forgery.copy_repo(verified_repo, tmp_path / "repo")
+    return forgery.Forge(root, forgery.call_main_in(root, capfd))

@@ -9,28 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
-from hostile_helpers import HOSTILE_NAMES, NON_UTF8_NAME, SYMLINKS, dead_pid, load_forgery
-
-
-@pytest.fixture(scope="session")
-def forgery() -> ModuleType:
-    return load_forgery()
-
-
-@pytest.fixture(scope="session")
-def verified_repo(tmp_path_factory: pytest.TempPathFactory, forgery: ModuleType) -> Path:
-    return forgery.build_verified_repo(tmp_path_factory.getbasetemp())  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def forge(
-    tmp_path: Path, verified_repo: Path, forgery: ModuleType, capfd: pytest.CaptureFixture[str]
-) -> Any:
-    root = forgery.copy_repo(verified_repo, tmp_path / "repo")
-    return forgery.Forge(root, forgery.call_main_in(root, capfd))
+from hostile_helpers import HOSTILE_NAMES, NON_UTF8_NAME, SYMLINKS, dead_pid
 
 
 @pytest.fixture(scope="session")

@@ -77,11 +77,6 @@ def core_env(bin_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def verified_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return load_forgery().build_verified_repo(tmp_path_factory.getbasetemp())
-
-
 @pytest.fixture
 def repo(tmp_path: Path, verified_repo: Path) -> Path:
     """A private copy of the trained, committed repository (built with the full venv)."""

@@ -61,11 +61,6 @@ def checkout_config() -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def verified_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return load_forgery().build_verified_repo(tmp_path_factory.getbasetemp())
-
-
 def env(tmp_path: Path) -> dict[str, str]:
     """The test venv's bin first on PATH (the framework's `python`, and dvc), the
     framework's store in tmp."""

@@ -13,12 +13,9 @@ import pickle
 import shutil
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-
-from tests.support.forge import load_forgery
 
 pytestmark = pytest.mark.slow
 
@@ -32,24 +29,6 @@ VERIFY_MODULES = [
     "dlm_git/hashing.py",
     "dlm_git/dvcfiles.py",
 ]
-
-
-@pytest.fixture(scope="module")
-def forgery() -> ModuleType:
-    return load_forgery()
-
-
-@pytest.fixture(scope="module")
-def verified_repo(tmp_path_factory: pytest.TempPathFactory, forgery: ModuleType) -> Path:
-    return forgery.build_verified_repo(tmp_path_factory.getbasetemp())
-
-
-@pytest.fixture
-def forge(
-    tmp_path: Path, verified_repo: Path, forgery: ModuleType, capfd: pytest.CaptureFixture[str]
-) -> Any:
-    root = forgery.copy_repo(verified_repo, tmp_path / "repo")
-    return forgery.Forge(root, forgery.call_main_in(root, capfd))
 
 
 def head(forge: Any, rev: str = "HEAD") -> str:
