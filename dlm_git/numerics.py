@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -288,13 +289,28 @@ def diagnosis() -> dict[str, Any]:
 # --------------------------------------------------------------------------- the environment
 
 
+KERNEL_SETTING = re.compile(r"[A-Za-z0-9_.,:]{1,32}")
+"""What a recorded kernel setting may look like (`AVX2`, `AVX2,STRICT`, `:4096:8`, ...)."""
+
+
+def malformed_setting(recorded: Mapping[str, Any]) -> str | None:
+    """The first recorded kernel setting a replay would put in its environment that is
+    not a plain setting (a NUL byte, a newline, a megabyte of text...), or None."""
+    for flag in ("cpu_capability", *FLAG_OF_VARIABLE.values()):
+        value = recorded.get(flag)
+        if value is not None and not (isinstance(value, str) and KERNEL_SETTING.fullmatch(value)):
+            return f"determinism_flags.{flag} {value!r:.60} is not a kernel setting"
+    return None
+
+
 def target_environment(
     profile: Profile, recorded: Mapping[str, Any] | None
 ) -> dict[str, str | None]:
     """The variables a run under `profile` forces (None: must be unset). A replay of a
     `native` run forces what the run recorded (ATen capability, MKL and oneDNN settings,
     unset where the run had them unset), so that the same CPU code path is taken wherever
-    this machine can take it."""
+    this machine can take it. A record from a commit is checked by `malformed_setting`
+    first."""
     if profile.name != NATIVE or recorded is None:
         return dict(profile.pins)
     env: dict[str, str | None] = {}

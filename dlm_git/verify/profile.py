@@ -59,6 +59,9 @@ def recorded_setup(
             f" from 1 to {MAX_THREADS}"
         )
         return Check("replay.profile", False, bad), FAILED
+    bad_setting = numerics.malformed_setting(flags)
+    if bad_setting is not None:  # would go into the replay's environment
+        return Check("replay.profile", False, f"dlm.lock: {bad_setting}"), FAILED
     name = flags.get("numerics", numerics.NATIVE)  # recorded before profiles: its own CPU path
     profile = numerics.PROFILES.get(name) if isinstance(name, str) else None
     if profile is None:

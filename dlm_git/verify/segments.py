@@ -209,7 +209,8 @@ def segment_doc_in_child(
 ) -> DocReport:
     """The same check in a fresh interpreter that pins the recorded profile (this process
     already runs torch under other kernel settings)."""
-    argv = [sys.executable, "-m", "dlm_git", "verify", sha, "--doc", report.doc]
+    # `--doc=NAME`: a document directory named like an option stays a value
+    argv = [sys.executable, "-m", "dlm_git", "verify", sha, f"--doc={report.doc}"]
     argv += ["--level", "segments", "--sample", str(sample), "--seed", str(seed), "--json"]
     env_child = numerics.apply_to(dict(os.environ), env)
     proc = subprocess.run(argv, cwd=root, env=env_child, capture_output=True, text=True)

@@ -125,8 +125,20 @@ def test_an_unusable_tolerance_is_refused(forge: Any, value: str) -> None:
         ({"threads": -1}, "FAILED", "threads -1"),
         ({"threads": "abc"}, "FAILED", "threads 'abc'"),
         ({"threads": True}, "FAILED", "threads True"),
+        ({"numerics": "native", "mkl_cbwr": "AVX2\x00"}, "FAILED", "mkl_cbwr"),
+        ({"numerics": "native", "cpu_capability": "x" * 100}, "FAILED", "cpu_capability"),
+        ({"numerics": "native", "onednn_max_cpu_isa": ["AVX2"]}, "FAILED", "onednn_max_cpu_isa"),
     ],
-    ids=["other-arch", "unknown-profile", "threads-negative", "threads-text", "threads-bool"],
+    ids=[
+        "other-arch",
+        "unknown-profile",
+        "threads-negative",
+        "threads-text",
+        "threads-bool",
+        "setting-nul",
+        "setting-long",
+        "setting-list",
+    ],
 )
 def test_a_recorded_setup_this_machine_cannot_run_or_that_is_malformed(
     forge: Any, flags: dict[str, Any], verdict: str, needle: str
