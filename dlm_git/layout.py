@@ -9,6 +9,8 @@ pipeline, the hooks and `verify` always agree on them.
     <doc dir>/metrics.json    final metrics, pure function of the inputs (git, dvc metrics)
     <doc dir>/train_loss.tsv  per-step loss (git, dvc plots)
     <doc dir>/verify.json     verify report (git, dvc metrics)
+    <doc dir>/base.json       the resolved base's identity (git; the pipeline's dependency
+                              on the base, so that swapping the base reruns training)
     <doc dir>/adapter/        the LoRA adapter (DVC-cached, gitignored)
     <doc dir>/tokens/         tokenized rows (DVC-cached, gitignored)
     <doc dir>/segments/       segment boundary snapshots (DVC-cached, gitignored)
@@ -31,9 +33,11 @@ ADAPTER_DIR = "adapter"
 TOKENS_DIR = "tokens"
 SEGMENTS_DIR = "segments"
 RUN_RECORD_NAME = "run.json"
+BASE_RECORD_NAME = "base.json"
 PIPELINE_TINY_DIR = "bases/tiny"
 """Where the pipeline's `base` stage builds builtin:tiny, relative to the repository root
-(machine-local, DVC-tracked; verify and the hooks look for the base there too)."""
+(machine-local, built only when a document uses it; verify and the hooks look for the base
+there too)."""
 
 OUTPUT_NAMES = (
     LOCK_NAME,
@@ -41,6 +45,7 @@ OUTPUT_NAMES = (
     METRICS_NAME,
     LOSS_NAME,
     VERIFY_NAME,
+    BASE_RECORD_NAME,
     ADAPTER_DIR,
     TOKENS_DIR,
     SEGMENTS_DIR,
@@ -87,6 +92,10 @@ class DocLayout:
     @property
     def segments(self) -> Path:
         return self.directory / SEGMENTS_DIR
+
+    @property
+    def base_record(self) -> Path:
+        return self.directory / BASE_RECORD_NAME
 
     @property
     def run_record(self) -> Path:

@@ -20,6 +20,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
 from dlm_git.base.spec import BaseSpec, parse_base_spec
@@ -229,3 +230,74 @@ def base_identity(path: Path, revision: str | None, tokenizer: str | None = None
         weight_files=tuple(f.name for f in files),
         config_sha256=sha256_file(config) if config.is_file() else None,
     )
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BaseModelError(str(path), f"not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BaseModelError(str(path), "must hold a JSON object")
+    return data
+
+
+def _custom_code(data: dict[str, Any]) -> str:
+    """The modules an `auto_map` would load, for the error line."""
+    auto_map = data.get("auto_map")
+    values = auto_map.values() if isinstance(auto_map, dict) else []
+    mods = sorted({str(v).split(".")[0] + ".py" for v in values if isinstance(v, str)})
+    return ", ".join(mods) or "auto_map"
+
+
+def check_native_model(path: Path) -> None:
+    """Refuse a base whose architecture only code shipped with it provides: transformers
+    must know its `model_type` natively (an `auto_map` beside a native type is ignored,
+    since nothing is loaded with trust_remote_code)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import (  # type: ignore[attr-defined]
+        CONFIG_MAPPING_NAMES,
+    )
+
+    config_path = path / CONFIG_FILE
+    if not config_path.is_file():
+        raise BaseModelError(str(path), "no config.json", "a base needs its model config")
+    data = _json_object(config_path)
+    model_type = data.get("model_type")
+    if isinstance(model_type, str) and model_type in CONFIG_MAPPING_NAMES:
+        return
+    version = transformers.__version__
+    if "auto_map" in data:
+        raise BaseModelError(
+            str(config_path),
+            f"architecture '{model_type}' exists only as code shipped with the base"
+            f" ({_custom_code(data)}); dlm-git never runs a base's code",
+            f"use a base whose model_type transformers {version} implements natively",
+        )
+    raise BaseModelError(
+        str(config_path),
+        f"model_type {model_type!r} is not implemented by transformers {version}",
+        "use a base of an architecture transformers implements",
+    )
+
+
+def check_native_tokenizer(path: Path) -> None:
+    """Refuse a tokenizer that only code shipped with the base provides."""
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+    config_path = path / "tokenizer_config.json"
+    if not config_path.is_file():
+        return
+    data = _json_object(config_path)
+    name = data.get("tokenizer_class")
+    if "auto_map" not in data or not isinstance(name, str):
+        return
+    if tokenizer_class_from_name(name) is None and tokenizer_class_from_name(name + "Fast") is None:
+        raise BaseModelError(
+            str(config_path),
+            f"tokenizer class '{name}' exists only as code shipped with the base"
+            f" ({_custom_code(data)}); dlm-git never runs a base's code",
+            "use a tokenizer transformers implements (tokenizer.json with PreTrainedTokenizerFast)",
+        )

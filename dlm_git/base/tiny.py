@@ -175,22 +175,30 @@ def build_tiny_base(dest: Path) -> Path:
     return dest
 
 
-def _train_tokenizer() -> Any:
+def train_bpe(vocab_size: int, special_tokens: tuple[str, ...], min_frequency: int = 2) -> Any:
+    """A byte-level BPE trained on the built-in corpus; the special tokens take the first
+    ids, in order. Deterministic: the corpus and these arguments are all it depends on."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=TOKENIZER_CONFIG["vocab_size"],
-        min_frequency=TOKENIZER_CONFIG["min_frequency"],
-        special_tokens=list(SPECIAL_TOKENS),
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     lines = [line for line in corpus_text().split("\n") if line.strip()]
     tokenizer.train_from_iterator(lines, trainer=trainer)
     return tokenizer
+
+
+def _train_tokenizer() -> Any:
+    return train_bpe(
+        TOKENIZER_CONFIG["vocab_size"], SPECIAL_TOKENS, TOKENIZER_CONFIG["min_frequency"]
+    )
 
 
 def _write_tokenizer(directory: Path) -> None:

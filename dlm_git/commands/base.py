@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.output import emit_json
 
 base_app = typer.Typer(
@@ -17,9 +18,47 @@ base_app = typer.Typer(
 
 @base_app.command("build")
 def build(
-    out: Path = typer.Option(..., "--out", help="Directory to build the tiny base into."),
+    name: str = typer.Argument(
+        "tiny", metavar="[NAME]", help="tiny (default) or an architecture from `base list`."
+    ),
+    out: Path = typer.Option(None, "--out", help="Directory to build the base into."),
+    hf_cache: Path = typer.Option(
+        None,
+        "--hf-cache",
+        help="Also install it into this Hugging Face cache root (models--org--name/...).",
+    ),
+    repo_id: str = typer.Option(
+        None, "--repo-id", help="org/name in the cache (default: dlm-git-random/NAME)."
+    ),
+    layers: int = typer.Option(None, "--layers", help="Fewer decoder layers (a quick shape)."),
+    vocab: int = typer.Option(None, "--vocab", help="Another config vocab_size (a quick shape)."),
 ) -> None:
-    """Build builtin:tiny into OUT; a no-op if OUT already holds the current spec's build."""
+    """Build a base deterministically: builtin:tiny, or a published architecture with
+    random weights (see `base list`); a no-op where the destination holds this build."""
+    if name == "tiny":
+        if out is None or hf_cache is not None or repo_id or layers or vocab:
+            raise UsageError(
+                "base build", "the tiny base takes --out DIR only", "dlm-git base build --out DIR"
+            )
+        _build_tiny(out)
+        return
+    if out is None and hf_cache is None:
+        raise UsageError(
+            "base build", "nothing to build into", "give --out DIR and/or --hf-cache ROOT"
+        )
+    if repo_id is not None and hf_cache is None:
+        raise UsageError("base build", "--repo-id names a repository in --hf-cache ROOT")
+    _pin_numerics()
+    from dlm_git.base.build import Shape, build_base, family_named
+
+    built = build_base(family_named(name), Shape(layers, vocab), out, hf_cache, repo_id)
+    if built.out is not None:
+        typer.echo(f"{built.out}: {name} (revision {built.revision})")
+    if built.snapshot is not None:
+        typer.echo(f"{built.snapshot}: hf:{built.repo_id}@{built.revision}")
+
+
+def _build_tiny(out: Path) -> None:
     from dlm_git.base.errors import BaseNotAvailableError
     from dlm_git.base.tiny import build_tiny_base, check_tiny_dir
 
@@ -29,8 +68,89 @@ def build(
         return
     except BaseNotAvailableError:
         pass
+    _pin_numerics()
     build_tiny_base(out)
     typer.echo(f"{out}: built tiny base")
+
+
+def _pin_numerics() -> None:
+    """Draw the random weights in the kernels this machine's default profile pins (the
+    same draw on every x86-64 machine), when torch has not started yet."""
+    from dlm_git import numerics
+    from dlm_git.determinism import plan
+
+    try:
+        env = plan("cpu").env
+    except DlmGitError:  # no profile runs here: the build is still deterministic here
+        return
+    if numerics.can_run_in_process(env):
+        numerics.activate(env)
+
+
+@base_app.command("list")
+def list_families(as_json: bool = typer.Option(False, "--json", help="Machine-readable.")) -> None:
+    """The architectures `base build` makes, with their published shapes."""
+    from dlm_git.base.build import FAMILIES
+
+    rows = [
+        {
+            "name": f.name,
+            "source": f.source,
+            "model_type": f.model_type,
+            "layers": f.config["num_hidden_layers"],
+            "hidden_size": f.config["hidden_size"],
+            "vocab_size": f.config["vocab_size"],
+            "chat_template": f.chat_template is not None,
+            "notes": f.notes,
+        }
+        for f in FAMILIES.values()
+    ]
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        typer.echo(
+            f"{r['name']:<14}{r['model_type']:<10}{r['layers']:>3} layers"
+            f"  hidden {r['hidden_size']:<5} vocab {r['vocab_size']:<7} {r['source']}"
+        )
+
+
+@base_app.command("resolve")
+def resolve(
+    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
+    tiny_dir: Path = typer.Option(
+        None, "--tiny-dir", help="Build builtin:tiny here if the document uses it."
+    ),
+) -> None:
+    """Resolve DOC's base (building builtin:tiny only if DOC uses it) and write its identity
+    to base.json beside DOC: the pipeline's dependency on the base."""
+    from dlm_git.base.resolve import resolve_base
+    from dlm_git.base.spec import parse_base_spec
+    from dlm_git.doc.load import load_document
+    from dlm_git.fsutil import atomic_write_bytes
+    from dlm_git.hashing import canonical_json
+
+    loaded = load_document(doc)
+    spec = loaded.doc.frontmatter.base_model
+    if parse_base_spec(spec).kind == "builtin" and tiny_dir is not None:
+        _build_tiny(tiny_dir)
+    resolved = resolve_base(spec, loaded.doc.directory, loaded.repo_root, tiny_dir)
+    ident = resolved.identity
+    record = canonical_json(
+        {
+            "spec": spec,
+            "kind": resolved.spec.kind,
+            "revision": ident.revision,
+            "tensor_root": ident.tensor_root,
+            "tokenizer_sha256": ident.tokenizer_sha256,
+            "config_sha256": ident.config_sha256,
+            "weight_files": list(ident.weight_files),
+        }
+    )
+    path = loaded.layout.base_record
+    if not path.is_file() or path.read_bytes() != record:
+        atomic_write_bytes(path, record)
+    typer.echo(f"{path}: {spec} ({ident.revision or 'no revision'}, {ident.tensor_root[:16]})")
 
 
 @base_app.command("show")

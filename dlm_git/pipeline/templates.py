@@ -10,7 +10,11 @@ Invariants:
 - `dlm.lock` is `persist: true` (DVC must not delete it before `train` validates
   against it); lock, manifest, metrics, plots and the verify report are `cache: false`
   (they are committed to git); `adapter/` and `tokens/` are DVC-cached.
-- `base` builds `builtin:tiny` into `bases/tiny`, and is a no-op when it is up to date.
+- `base@<doc>` resolves the document's base and writes its identity to `<doc>/base.json`
+  (revision, tensor root, tokenizer and config sha256): that file, not a directory of
+  weights, is what `tokenize` and `train` depend on, so swapping the base (or its files)
+  reruns them. It builds `builtin:tiny` into `bases/tiny` only for a document that uses
+  it (a no-op when up to date); a document on a real base builds nothing.
 """
 
 from __future__ import annotations
@@ -33,16 +37,19 @@ DEFAULT_PIPELINE_PARAMS: dict[str, Any] = {
 
 STAGES: dict[str, Any] = {
     "base": {
-        "cmd": f"dlm-git base build --out {TINY_DIR}",
-        "always_changed": True,
-        "outs": [{TINY_DIR: {"persist": True}}],
+        "foreach": "${documents}",
+        "do": {
+            "cmd": f"dlm-git base resolve ${{item}} --tiny-dir {TINY_DIR}",
+            "always_changed": True,
+            "outs": [{"${item}/base.json": {"cache": False}}],
+        },
     },
     "tokenize": {
         "foreach": "${documents}",
         "do": {
             "cmd": f"dlm-git tokenize ${{item}} --tiny-dir {TINY_DIR}",
             "always_changed": True,
-            "deps": [TINY_DIR],
+            "deps": ["${item}/base.json"],
             "outs": ["${item}/tokens"],
         },
     },
@@ -54,7 +61,7 @@ STAGES: dict[str, Any] = {
                 " --lock-mode ${pipeline.lock_mode} --device ${pipeline.device}"
                 " --numerics ${pipeline.numerics} --threads ${pipeline.threads}"
             ),
-            "deps": ["${item}/tokens", TINY_DIR],
+            "deps": ["${item}/tokens", "${item}/base.json"],
             "params": [
                 "pipeline.lock_mode",
                 "pipeline.device",
@@ -90,6 +97,7 @@ GITIGNORE_LINES = (
     ".dlm-git/",
     "run.json",
     "dvc_plots/",
+    "/bases/tiny/",
     "# dlm-git: a killed train's half-written outputs (swept by the next train)",
     ".adapter.new.*",
     ".adapter.old.*",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm_git.base.registry import REGISTRY
-from dlm_git.base.resolve import ResolvedBase, resolve_base
+from dlm_git.base.resolve import ResolvedBase, check_native_model, resolve_base
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.doc.schema import TrainingConfig
 from dlm_git.errors import DlmGitError
@@ -114,6 +114,7 @@ def build_lock(
     accept_license: bool,
 ) -> Lock:
     fm = loaded.doc.frontmatter
+    flags = {**flags, **training_flags(fm.training, hw.device)}
     return Lock(
         dlm_id=fm.dlm_id,
         dlm_sha256=loaded.doc.sha256,
@@ -129,6 +130,18 @@ def build_lock(
         determinism_class=klass,
         license_acceptance=license_acceptance(resolved, accept_license),
     )
+
+
+def training_flags(training: TrainingConfig, device: str) -> dict[str, Any]:
+    """The training options the lock records beside the kernel facts: the precision a GPU
+    run computes in, and gradient checkpointing when on (absent: off, so records made
+    before the option existed read the same)."""
+    flags: dict[str, Any] = {}
+    if device.startswith("cuda"):
+        flags["precision"] = resolve_precision(training.precision, device)
+    if training.gradient_checkpointing:
+        flags["gradient_checkpointing"] = True
+    return flags
 
 
 def validate_lock(
@@ -160,9 +173,10 @@ def effective_config(
 ) -> dict[str, Any]:
     from dlm_git.train.loop import MAX_GRAD_NORM, OPTIMIZER
 
-    cfg = training.model_dump(
-        mode="json", exclude={"cache", "sources", "sources_policy", "segment_every", "numerics"}
-    )
+    excluded = {"cache", "sources", "sources_policy", "segment_every", "numerics"}
+    if not training.gradient_checkpointing:  # off is the default, and older records' form
+        excluded.add("gradient_checkpointing")
+    cfg = training.model_dump(mode="json", exclude=excluded)
     cfg.update(
         {
             "target_modules": sorted(target_modules),
@@ -180,25 +194,40 @@ def effective_config(
 
 
 def resolve_targets(model: Any, requested: str | tuple[str, ...]) -> list[str]:
-    import torch
-
-    names = {
-        name.rsplit(".", 1)[-1]
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}"
-    }
+    """LoRA targets by module name: `auto` takes every linear layer inside the repeated
+    decoder blocks (a numbered path component: `model.layers.3.self_attn.q_proj`,
+    `gpt_neox.layers.0.attention.query_key_value`, `transformer.h.1.mlp.c_fc`), whatever
+    the family calls them; the output head and embeddings are never targets."""
+    names = sorted({leaf for leaf in _block_linears(model)})
     if requested == "auto":
         if not names:
-            raise TrainError("target_modules", "no linear layers found inside decoder layers")
-        return sorted(names)
-    missing = sorted(set(requested) - names)
+            raise TrainError("target_modules", "no linear layers found inside decoder blocks")
+        return names
+    missing = sorted(set(requested) - set(names))
     if missing:
         raise TrainError(
             "training.target_modules",
             f"not linear modules of the base: {', '.join(missing)}",
-            f"available: {', '.join(sorted(names))}",
+            f"available: {', '.join(names)}",
         )
     return sorted(requested)
+
+
+def _block_linears(model: Any) -> list[str]:
+    """The last name component of each linear (or transformers Conv1D) module that sits
+    inside a numbered block."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    head = model.get_output_embeddings()
+    out = []
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear | Conv1D) or module is head:
+            continue
+        parts = name.split(".")
+        if any(p.isdigit() for p in parts[:-1]):
+            out.append(parts[-1])
+    return out
 
 
 def build_model(base_path: Path, training: TrainingConfig, device: str) -> tuple[Any, list[str]]:
@@ -207,11 +236,15 @@ def build_model(base_path: Path, training: TrainingConfig, device: str) -> tuple
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    check_native_model(base_path)
     torch.manual_seed(training.seed)
     # never run code shipped with a base; the config is loaded under the same flag
     model: Any = AutoModelForCausalLM.from_pretrained(
         str(base_path), dtype=torch.float32, trust_remote_code=False
     )
+    if training.gradient_checkpointing:
+        model.config.use_cache = False
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     targets = resolve_targets(model, training.target_modules)
     lora = LoraConfig(
         r=training.lora_r,
@@ -570,10 +603,24 @@ def _write_run_record(
         "tokens_source": tok.source,
         "host_python": platform.python_version(),
         "numerics": env.profile.name,
+        **peak_memory(env.device),
         "machine": {k: v for k, v in env.hardware.details.items() if k != "threads"},
     }
     atomic_write_bytes(layout.run_record, canonical_json(run_record))
     return run_record
+
+
+def peak_memory(device: str) -> dict[str, int]:
+    """The process's peak resident set (and the GPU's peak allocation) so far, in bytes."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = {"peak_rss_bytes": peak if sys.platform == "darwin" else peak * 1024}
+    if device.startswith("cuda"):
+        import torch
+
+        out["peak_cuda_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+    return out
 
 
 def _corrupt(path: Path) -> bool:

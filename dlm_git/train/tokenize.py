@@ -39,6 +39,10 @@ class RowTokenizer:
             from transformers import AutoTokenizer
             from transformers.utils import logging as hf_logging
 
+            from dlm_git.base.resolve import check_native_tokenizer
+
+            check_native_tokenizer(self.base_path)
+
             hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
             # never run code shipped with a base (its config is loaded with the same flag)
             self._tok = AutoTokenizer.from_pretrained(str(self.base_path), trust_remote_code=False)

@@ -1,0 +1,413 @@
+"""Real architectures with random weights, built locally: bases shaped like the published
+models users train on (SmolLM2, Qwen2.5, Pythia), for a machine that cannot download them.
+
+Invariants:
+- A build is a pure function of its spec (`build_spec`): the family's published config
+  values (with any shape override named in the spec), the tokenizer recipe, the built-in
+  corpus, the init seed and the library versions. The same spec gives byte-identical
+  files in any process on any x86-64 machine (the weights are drawn under the seed in the
+  kernels the `x86-64-v3` profile pins; `dlm-git base build` pins them before torch).
+- The tokenizer is a byte-level BPE trained locally on the built-in corpus to at most
+  `TOKENIZER_VOCAB` tokens (the corpus is small); `config.json` keeps the published
+  `vocab_size`, so the embedding and the LM head have the published shape (rows past the
+  tokenizer are never indexed, as with Qwen2.5's own padded vocabulary). The family's
+  special tokens come first, so SmolLM2's `<|endoftext|>`/`<|im_start|>`/`<|im_end|>`
+  keep their published ids 0/1/2.
+- Written into a temp directory and renamed into place; the Hugging Face cache layout
+  (`models--org--name/{blobs,snapshots/<rev>,refs/main}`) gets content-addressed blobs,
+  a snapshot of relative symlinks and `refs/main` last, each step atomic. The revision
+  is the first 40 hex of the spec's sha256: the same spec names the same snapshot.
+- Only safetensors are written and nothing is ever loaded from a pickle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlm_git.base.errors import BaseModelError
+from dlm_git.fsutil import DIR_MODE, FILE_MODE, atomic_write_bytes, fsync_dir
+from dlm_git.hashing import canonical_json, sha256_bytes, sha256_file
+
+BUILD_SPEC_VERSION = 1
+SPEC_FILE = "dlm_git_base.json"
+TOKENIZER_VOCAB = 1024
+INIT_SEED = 20261123
+REPO_ID_PREFIX = "dlm-git-random"
+
+CHATML_TURNS = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def _chatml_with_default_system(system: str) -> str:
+    """ChatML that adds `system` as the first turn when the conversation has none."""
+    return (
+        "{% if messages[0]['role'] != 'system' %}"
+        "{{ '<|im_start|>system\n" + system + "<|im_end|>\n' }}"
+        "{% endif %}" + CHATML_TURNS
+    )
+
+
+@dataclass(frozen=True)
+class Family:
+    """One published architecture: its transformers `model_type`, the values of its
+    published `config.json` that give it its shape, and its tokenizer's special tokens."""
+
+    name: str
+    source: str
+    """The public repository whose config.json the values come from."""
+    model_type: str
+    config: Mapping[str, Any]
+    special_tokens: tuple[str, ...]
+    bos: str | None
+    eos: str
+    pad: str
+    chat_template: str | None
+    notes: str = ""
+    tokenizer_extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+FAMILIES: dict[str, Family] = {
+    "smollm2-135m": Family(
+        name="smollm2-135m",
+        source="HuggingFaceTB/SmolLM2-135M-Instruct",
+        model_type="llama",
+        config={
+            "hidden_size": 576,
+            "intermediate_size": 1536,
+            "num_hidden_layers": 30,
+            "num_attention_heads": 9,
+            "num_key_value_heads": 3,
+            "max_position_embeddings": 8192,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 100000.0,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "initializer_range": 0.041666666666666664,
+            "attention_bias": False,
+            "mlp_bias": False,
+            "vocab_size": 49152,
+        },
+        special_tokens=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+        bos="<|im_start|>",
+        eos="<|im_end|>",
+        pad="<|im_end|>",
+        chat_template=_chatml_with_default_system(
+            "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+        ),
+        notes="Llama: q/k/v/o and gate/up/down projections, grouped-query attention, tied",
+    ),
+    "qwen2.5-0.5b": Family(
+        name="qwen2.5-0.5b",
+        source="Qwen/Qwen2.5-0.5B-Instruct",
+        model_type="qwen2",
+        config={
+            "hidden_size": 896,
+            "intermediate_size": 4864,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 14,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "sliding_window": 32768,
+            "max_window_layers": 21,
+            "use_sliding_window": False,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "initializer_range": 0.02,
+            "vocab_size": 151936,
+        },
+        special_tokens=("<|endoftext|>", "<|im_start|>", "<|im_end|>"),
+        bos=None,
+        eos="<|im_end|>",
+        pad="<|endoftext|>",
+        chat_template=_chatml_with_default_system(
+            "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+        ),
+        notes="Qwen2: Llama-like names, biases on q/k/v, its own default system turn",
+    ),
+    "pythia-70m": Family(
+        name="pythia-70m",
+        source="EleutherAI/pythia-70m",
+        model_type="gpt_neox",
+        config={
+            "hidden_size": 512,
+            "intermediate_size": 2048,
+            "num_hidden_layers": 6,
+            "num_attention_heads": 8,
+            "max_position_embeddings": 2048,
+            "layer_norm_eps": 1e-5,
+            "rotary_pct": 0.25,
+            "rotary_emb_base": 10000,
+            "use_parallel_residual": True,
+            "tie_word_embeddings": False,
+            "hidden_act": "gelu",
+            "initializer_range": 0.02,
+            "vocab_size": 50304,
+        },
+        special_tokens=("<|endoftext|>", "<|padding|>"),
+        bos="<|endoftext|>",
+        eos="<|endoftext|>",
+        pad="<|padding|>",
+        chat_template=None,
+        notes="GPT-NeoX: fused query_key_value, dense, dense_h_to_4h/4h_to_h; no chat template",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Overrides of a family's published shape (fewer layers, a smaller vocabulary) for
+    quick runs; named in the spec, so they name another base."""
+
+    layers: int | None = None
+    vocab: int | None = None
+
+    def overrides(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if self.layers is not None:
+            out["num_hidden_layers"] = self.layers
+        if self.vocab is not None:
+            out["vocab_size"] = self.vocab
+        return out
+
+
+def family_named(name: str) -> Family:
+    family = FAMILIES.get(name)
+    if family is None:
+        raise BaseModelError(
+            "base build",
+            f"unknown architecture '{name}'",
+            "one of: tiny, " + ", ".join(sorted(FAMILIES)) + " (dlm-git base list)",
+        )
+    return family
+
+
+def _check_shape(family: Family, shape: Shape) -> None:
+    if shape.layers is not None and not 1 <= shape.layers <= 256:
+        raise BaseModelError("base build", f"--layers {shape.layers} is out of range 1-256")
+    if shape.vocab is not None and not TOKENIZER_VOCAB <= shape.vocab <= 1 << 20:
+        raise BaseModelError(
+            "base build",
+            f"--vocab {shape.vocab} is out of range {TOKENIZER_VOCAB}-{1 << 20}",
+            f"the tokenizer alone has up to {TOKENIZER_VOCAB} tokens",
+        )
+
+
+def build_spec(family: Family, shape: Shape, versions: Mapping[str, str] | None = None) -> bytes:
+    """Everything that determines the build's bytes, as canonical JSON."""
+    from dlm_git.base.tiny import corpus_text, installed_versions
+
+    _check_shape(family, shape)
+    spec = {
+        "name": family.name,
+        "spec_version": BUILD_SPEC_VERSION,
+        "source": family.source,
+        "model_type": family.model_type,
+        "config": {**family.config, **shape.overrides()},
+        "shape_overrides": shape.overrides(),
+        "tokenizer": {
+            "kind": "byte-level-bpe",
+            "vocab_size": TOKENIZER_VOCAB,
+            "min_frequency": 2,
+            "special_tokens": list(family.special_tokens),
+            "bos": family.bos,
+            "eos": family.eos,
+            "pad": family.pad,
+        },
+        "chat_template": family.chat_template,
+        "corpus_sha256": sha256_bytes(corpus_text().encode("utf-8")),
+        "init_seed": INIT_SEED,
+        "versions": dict(versions) if versions is not None else installed_versions(),
+    }
+    return canonical_json(spec)
+
+
+def spec_revision(spec: bytes) -> str:
+    """The snapshot revision a spec names (40 hex, like a Hugging Face commit id)."""
+    return sha256_bytes(spec)[:40]
+
+
+def default_repo_id(family: Family, shape: Shape) -> str:
+    layers = f"-L{shape.layers}" if shape.layers is not None else ""
+    vocab = f"-V{shape.vocab}" if shape.vocab is not None else ""
+    return f"{REPO_ID_PREFIX}/{family.name}{layers}{vocab}"
+
+
+@dataclass(frozen=True)
+class Built:
+    spec: bytes
+    revision: str
+    out: Path | None
+    snapshot: Path | None
+    repo_id: str | None
+
+
+def build_base(
+    family: Family,
+    shape: Shape,
+    out: Path | None = None,
+    hf_cache: Path | None = None,
+    repo_id: str | None = None,
+) -> Built:
+    """Build `family` (with `shape`) into `out` and/or a Hugging Face cache at `hf_cache`
+    (as `repo_id`); a destination that already holds this spec's build is left as is."""
+    spec = build_spec(family, shape)
+    revision = spec_revision(spec)
+    work = Path(tempfile.mkdtemp(prefix=".dlm-git-base."))
+    try:
+        made: Path | None = None
+
+        def files() -> Path:
+            nonlocal made
+            if made is None:
+                made = work / "files"
+                made.mkdir()
+                _write_files(made, family, shape, spec)
+            return made
+
+        if out is not None and not _holds(out, spec):
+            install_tree(files, out)
+        snapshot = None
+        if hf_cache is not None:
+            repo_id = repo_id or default_repo_id(family, shape)
+            snapshot = install_hf_snapshot(files, hf_cache, repo_id, revision, spec)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Built(spec, revision, out, snapshot, repo_id if hf_cache is not None else None)
+
+
+def _holds(directory: Path, spec: bytes) -> bool:
+    try:
+        return (directory / SPEC_FILE).read_bytes() == spec
+    except OSError:
+        return False
+
+
+def install_tree(files: Callable[[], Path], dest: Path) -> None:
+    """Copy the built files into `dest`, replacing it by rename."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        for src in sorted(files().iterdir()):
+            shutil.copyfile(src, tmp / src.name)
+            os.chmod(tmp / src.name, FILE_MODE)
+        os.chmod(tmp, DIR_MODE)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+        fsync_dir(dest.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def hf_repo_dir(cache_root: Path, repo_id: str) -> Path:
+    return Path(cache_root) / ("models--" + repo_id.replace("/", "--"))
+
+
+def install_hf_snapshot(
+    files: Callable[[], Path], cache_root: Path, repo_id: str, revision: str, spec: bytes
+) -> Path:
+    """Blobs by sha256, `snapshots/<revision>/` of relative symlinks, then `refs/main`."""
+    from dlm_git.base.spec import HF_RE
+
+    if HF_RE.match(f"hf:{repo_id}") is None or ".." in repo_id:
+        raise BaseModelError("base build", f"--repo-id '{repo_id}' is not of the form org/name")
+    repo = hf_repo_dir(cache_root, repo_id)
+    snapshot = repo / "snapshots" / revision
+    if not _holds(snapshot, spec):
+        blobs = repo / "blobs"
+        blobs.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{revision}.", dir=snapshot.parent.parent))
+        try:
+            for src in sorted(files().iterdir()):
+                digest = sha256_file(src)
+                blob = blobs / digest
+                if not blob.is_file():
+                    _copy_atomic(src, blob)
+                os.symlink(f"../../blobs/{digest}", tmp / src.name)
+            snapshot.parent.mkdir(parents=True, exist_ok=True)
+            if snapshot.exists():
+                shutil.rmtree(snapshot)
+            os.replace(tmp, snapshot)
+            fsync_dir(snapshot.parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    atomic_write_bytes(repo / "refs" / "main", revision.encode("ascii"))
+    return snapshot
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_files(directory: Path, family: Family, shape: Shape, spec: bytes) -> None:
+    from dlm_git.base.tiny import train_bpe
+
+    tokenizer = train_bpe(TOKENIZER_VOCAB, family.special_tokens)
+    atomic_write_bytes(directory / "tokenizer.json", tokenizer.to_str().encode("utf-8"))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": family.bos,
+        "eos_token": family.eos,
+        "pad_token": family.pad,
+        "unk_token": None,
+        "model_max_length": family.config["max_position_embeddings"],
+        "clean_up_tokenization_spaces": False,
+        **({"chat_template": family.chat_template} if family.chat_template else {}),
+    }
+    atomic_write_bytes(directory / "tokenizer_config.json", canonical_json(config))
+    _write_model(directory, family, shape, tokenizer)
+    atomic_write_bytes(directory / SPEC_FILE, spec)
+
+
+def _write_model(directory: Path, family: Family, shape: Shape, tokenizer: Any) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
+    def token_id(token: str | None) -> int | None:
+        return None if token is None else int(tokenizer.token_to_id(token))
+
+    config = AutoConfig.for_model(
+        family.model_type,
+        **{**family.config, **shape.overrides()},
+        bos_token_id=token_id(family.bos),
+        eos_token_id=token_id(family.eos),
+        pad_token_id=token_id(family.pad),
+    )
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(INIT_SEED)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)  # type: ignore[no-untyped-call]
+    finally:
+        torch.random.set_rng_state(state)
+    model.save_pretrained(str(directory), safe_serialization=True)
+    for path in directory.iterdir():
+        os.chmod(path, FILE_MODE)
