@@ -411,3 +411,17 @@ def _write_model(directory: Path, family: Family, shape: Shape, tokenizer: Any) 
     model.save_pretrained(str(directory), safe_serialization=True)
     for path in directory.iterdir():
         os.chmod(path, FILE_MODE)
+
+
+def built_here(directory: Path) -> str | None:
+    """The family name when `directory` holds a build of this module (its spec file names
+    one), else None. Such weights are dlm-git's own random draw: no model license applies."""
+    import json
+
+    try:
+        data = json.loads((Path(directory) / SPEC_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    ok = isinstance(name, str) and name in FAMILIES and "init_seed" in data
+    return name if ok else None

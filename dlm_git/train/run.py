@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dlm_git.base.build import built_here
 from dlm_git.base.registry import REGISTRY
 from dlm_git.base.resolve import ResolvedBase, check_native_model, resolve_base
 from dlm_git.doc.load import LoadedDocument, load_document
@@ -94,7 +95,12 @@ def license_acceptance(resolved: ResolvedBase, accept: bool) -> LicenseAcceptanc
     spec = resolved.spec
     if spec.kind == "builtin":
         return LicenseAcceptance(license="MIT", requires_acceptance=False, accepted=True)
-    lic = REGISTRY[spec.registry_key].license if spec.registry_key is not None else "unknown"
+    if spec.registry_key is not None:
+        lic = REGISTRY[spec.registry_key].license
+    elif built_here(resolved.path) is not None:
+        lic = "mit"  # random weights drawn by `dlm-git base build`: dlm-git's own license
+    else:
+        lic = "unknown"
     requires = lic not in PERMISSIVE_LICENSES
     if requires and not accept:
         raise TrainError(

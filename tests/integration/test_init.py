@@ -156,7 +156,7 @@ def test_init_merges_into_existing_dvc_files(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [
         "prepare",
-        "base",
+        f"base@{DOC}",
         f"tokenize@{DOC}",
         f"train@{DOC}",
         f"verify@{DOC}",

@@ -153,7 +153,7 @@ def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo
     assert ".dvc/: dvc init" in pipeline_repo.init.out
     assert "added stages base, tokenize, train, verify" in pipeline_repo.init.out
     out = pipeline_repo.repro.out
-    for stage in ("base", f"tokenize@{DOC}", f"train@{DOC}", f"verify@{DOC}"):
+    for stage in (f"base@{DOC}", f"tokenize@{DOC}", f"train@{DOC}", f"verify@{DOC}"):
         assert f"Running stage '{stage}'" in out, out
 
     d = repo / DOC
@@ -199,6 +199,7 @@ def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo
         f"{DOC}/metrics.json",
         f"{DOC}/train_loss.tsv",
         f"{DOC}/verify.json",
+        f"{DOC}/base.json",
     ):
         assert name in tracked, name
     for path in tracked:
