@@ -10,9 +10,14 @@ In one process, with imports and the tiny base warmed up first:
   count, in a plain loop that writes nothing.
 
 Each variant runs once untimed, then REPS times (alternating); the best time is compared.
-Target: ours is at most TARGET_OVERHEAD slower than bare. Prints PASS/FAIL; always exits 0.
+Target: ours is at most TARGET_OVERHEAD slower than bare on the tiny base, and at most
+REAL_TARGET_OVERHEAD on a real-shaped base (`--base smollm2-135m`: built by
+`dlm_git.base.build` into the temp dir, and named by the document as a local directory),
+where the fixed costs (hashing, writing) shrink next to real compute.
+Prints PASS/FAIL; always exits 0.
 
     .venv/bin/python benchmarks/train_overhead.py [--steps 40] [--reps 5] [--threads 2]
+    .venv/bin/python benchmarks/train_overhead.py --base smollm2-135m --steps 8 --reps 3
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ if str(REPO_ROOT) not in sys.path:
 
 DEMO = REPO_ROOT / "examples" / "demo"
 TARGET_OVERHEAD = 0.15
+REAL_TARGET_OVERHEAD = 0.05
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class Timing:
     steps: int
 
 
-def demo_copy(workdir: Path, steps: int, index: int) -> Path:
+def demo_copy(workdir: Path, steps: int, index: int, base: str = "builtin:tiny") -> Path:
     """A fresh git repository holding the demo's inputs with `max_steps: steps`."""
     import subprocess
 
@@ -62,7 +68,8 @@ def demo_copy(workdir: Path, steps: int, index: int) -> Path:
     ]
     if lines == text.split("\n"):
         raise SystemExit("demo.dlm has no `  max_steps:` line to override")
-    doc.write_text("\n".join(lines), "utf-8")
+    text = "\n".join(lines).replace("base_model: builtin:tiny", f"base_model: {base}")
+    doc.write_text(text, "utf-8")
     return doc
 
 
@@ -153,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--base", default="tiny", help="tiny, or an architecture of `dlm-git base list`"
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -178,7 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         from dlm_git.doc.load import load_document
         from dlm_git.train.pipeline import tokenize_document
 
-        doc0 = demo_copy(workdir, args.steps, 0)
+        base = "builtin:tiny"
+        if args.base != "tiny":
+            from dlm_git.base.build import Shape, build_base, family_named
+
+            build_base(family_named(args.base), Shape(), out=workdir / "base")
+            base = "../../base"  # from run-N/demo/
+        doc0 = demo_copy(workdir, args.steps, 0, base)
         loaded = load_document(doc0)
         resolved = resolve_base(
             loaded.doc.frontmatter.base_model, loaded.doc.directory, loaded.repo_root
@@ -195,10 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         counter = iter(range(1, 10_000))
 
         def ours() -> Timing:
-            return run_ours(demo_copy(workdir, args.steps, next(counter)), args.threads)
+            return run_ours(demo_copy(workdir, args.steps, next(counter), base), args.threads)
 
         print(
-            f"demo: {len(tok.sequences)} sequences, {tok.tokens} tokens; {args.steps} steps, "
+            f"base {args.base}; demo: {len(tok.sequences)} sequences, {tok.tokens} tokens; "
+            f"{args.steps} steps, "
             f"micro batch {training.micro_batch_size}, threads {args.threads}, "
             f"torch {torch.__version__}"
         )
@@ -229,10 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     ratio = best["ours"].seconds / best["bare"].seconds
     overhead = ratio - 1.0
     median_overhead = median["ours"] / median["bare"] - 1.0
-    verdict = "PASS" if overhead <= TARGET_OVERHEAD else "FAIL"
+    target = TARGET_OVERHEAD if args.base == "tiny" else REAL_TARGET_OVERHEAD
+    verdict = "PASS" if overhead <= target else "FAIL"
     print(f"ratio ours/bare (best): {ratio:.3f}")
     print(f"overhead: {overhead * 100:.1f}% (median-based {median_overhead * 100:.1f}%)")
-    print(f"{verdict}: target overhead <= {TARGET_OVERHEAD * 100:.0f}% of the bare loop's time")
+    print(f"{verdict}: target overhead <= {target * 100:.0f}% of the bare loop's time")
     return 0
 
 
