@@ -264,6 +264,8 @@ def build_base(
     (as `repo_id`); a destination that already holds this spec's build is left as is."""
     spec = build_spec(family, shape)
     revision = spec_revision(spec)
+    if out is not None:
+        check_replaceable(out)
     work = Path(tempfile.mkdtemp(prefix=".dlm-git-base."))
     try:
         made: Path | None = None
@@ -294,9 +296,23 @@ def _holds(directory: Path, spec: bytes) -> bool:
         return False
 
 
+def check_replaceable(dest: Path) -> None:
+    """Refuse to replace a directory that is not an earlier build (a user's own model)."""
+    dest = Path(dest)
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise BaseModelError(str(dest), "exists and is not a directory", "choose another --out")
+    if dest.is_dir() and any(dest.iterdir()) and not (dest / SPEC_FILE).is_file():
+        raise BaseModelError(
+            str(dest),
+            f"exists and holds no {SPEC_FILE}: not a base dlm-git built; refusing to replace it",
+            "choose another --out, or remove the directory yourself",
+        )
+
+
 def install_tree(files: Callable[[], Path], dest: Path) -> None:
     """Copy the built files into `dest`, replacing it by rename."""
     dest = Path(dest)
+    check_replaceable(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:

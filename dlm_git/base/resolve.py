@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
-from dlm_git.base.spec import BaseSpec, parse_base_spec
+from dlm_git.base.spec import REV_RE, BaseSpec, parse_base_spec
 from dlm_git.base.tiny import (
     SPEC_FILE,
     check_tiny_dir,
@@ -125,7 +125,10 @@ def locate_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> Loc
         revision = spec.revision
         if revision is None:
             ref = repo_dir / "refs" / "main"
-            revision = ref.read_text("utf-8").strip() if ref.is_file() else None
+            revision = ref.read_text("utf-8", "replace").strip() if ref.is_file() else None
+            if revision is not None and not REV_RE.fullmatch(revision):
+                note = f"{ref} does not hold a 40-hex commit revision"
+                return LocatedBase(spec, None, False, None, note)
         if revision is None:
             return LocatedBase(
                 spec, None, False, None, f"not in the local Hugging Face cache ({repo_dir})"

@@ -68,6 +68,9 @@ def _build_tiny(out: Path) -> None:
         return
     except BaseNotAvailableError:
         pass
+    from dlm_git.base.build import check_replaceable
+
+    check_replaceable(out)
     _pin_numerics()
     build_tiny_base(out)
     typer.echo(f"{out}: built tiny base")
@@ -170,6 +173,7 @@ def show(
         "revision": ident.revision,
         "tensor_root": ident.tensor_root,
         "tokenizer_sha256": ident.tokenizer_sha256,
+        "config_sha256": ident.config_sha256,
         "weight_files": list(ident.weight_files),
     }
     if as_json:

@@ -362,3 +362,13 @@ def test_base_build_misuse_is_one_line(tmp_path: Path) -> None:
     assert "--layers 0" in one_line_error(proc)
     proc = cli("base", "build", "pythia-70m", "--hf-cache", tmp_path, "--repo-id", "../../etc")
     assert "org/name" in one_line_error(proc)
+
+
+def test_base_build_never_replaces_a_directory_it_did_not_build(tmp_path: Path) -> None:
+    mine = tmp_path / "my-model"
+    mine.mkdir()
+    (mine / "model.safetensors").write_bytes(b"precious")
+    for args in (("pythia-70m", "--layers", "1"), ()):
+        line = one_line_error(cli("base", "build", *args, "--out", mine))
+        assert "refusing to replace it" in line, line
+    assert (mine / "model.safetensors").read_bytes() == b"precious"

@@ -422,3 +422,33 @@ def test_builtin_tiny_is_located_without_building(
     assert located.revision is not None and located.path.name == located.revision
     assert located.revision.startswith("tiny-") and len(located.revision) == len("tiny-") + 16
     assert not cache.exists()  # locating never builds
+
+
+def test_refs_main_holding_no_revision_is_not_a_path(hub: Path, tmp_path: Path) -> None:
+    repo_dir = hub / "models--Qwen--Qwen2.5-3B-Instruct"
+    (repo_dir / "refs").mkdir(parents=True)
+    (repo_dir / "refs" / "main").write_text("../../../etc\n", "utf-8")
+    located = locate_base("qwen2.5-3b", tmp_path)
+    assert (located.available, located.path, located.revision) == (False, None, None)
+    with pytest.raises(BaseNotAvailableError, match="40-hex"):
+        resolve_base("qwen2.5-3b", tmp_path)
+
+
+def test_auto_targets_are_each_familys_block_linears() -> None:
+    """Llama/Qwen2 projections, GPT-NeoX's fused names, GPT-2's Conv1D; never the head."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from dlm_git.train.run import resolve_targets
+
+    def targets(model_type: str, **config: object) -> list[str]:
+        cfg = AutoConfig.for_model(model_type, num_hidden_layers=1, vocab_size=64, **config)
+        return resolve_targets(AutoModelForCausalLM.from_config(cfg), "auto")
+
+    small = {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2}
+    llama = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
+    assert targets("llama", **small) == llama
+    assert targets("qwen2", **small) == llama
+    neox = ["dense", "dense_4h_to_h", "dense_h_to_4h", "query_key_value"]
+    assert targets("gpt_neox", **small) == neox
+    gpt2 = targets("gpt2", n_embd=32, n_head=2, n_layer=1)
+    assert gpt2 == ["c_attn", "c_fc", "c_proj"]
