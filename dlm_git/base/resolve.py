@@ -10,7 +10,8 @@ Invariants:
   a norm epsilon, a rope setting).
 - `locate_base` never builds or loads anything (cheap, used by `show`);
   `resolve_base` builds the tiny base if needed; the weights are hashed on first use of
-  `ResolvedBase.identity` (training, verify), the tokenizer files on first use of
+  `ResolvedBase.identity` (training, verify) — once per weight file while its stat is
+  unchanged (`base/digests.py`) — and the tokenizer files on first use of
   `ResolvedBase.tokenizer_sha256` (tokenizing needs nothing more).
 """
 
@@ -35,7 +36,6 @@ from dlm_git.errors import missing_stack_module
 from dlm_git.hashing import (
     TensorDigest,
     canonical_json_sha256,
-    digest_safetensors,
     sha256_file,
     tensor_root,
 )
@@ -217,10 +217,15 @@ def tokenizer_sha256(path: Path) -> str:
 
 def base_identity(path: Path, revision: str | None, tokenizer: str | None = None) -> BaseIdentity:
     """The base's identity; `tokenizer` is its `tokenizer_sha256` when already known."""
+    from dlm_git.base.digests import DigestRecord
+    from dlm_git.base.tiny import default_base_cache
+
     files = weight_files(path)
+    record = DigestRecord(default_base_cache())
     digests: list[TensorDigest] = []
     for f in files:
-        digests.extend(digest_safetensors(f).tensors)
+        digests.extend(record.tensors(f))
+    record.save()
     try:
         root = tensor_root(digests)
     except ValueError as exc:
