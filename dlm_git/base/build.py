@@ -436,7 +436,7 @@ def built_here(directory: Path) -> str | None:
 
     try:
         data = json.loads((Path(directory) / SPEC_FILE).read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     name = data.get("name") if isinstance(data, dict) else None
     ok = isinstance(name, str) and name in FAMILIES and "init_seed" in data

@@ -245,8 +245,8 @@ def _json_object(path: Path) -> dict[str, Any]:
 
     try:
         data = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BaseModelError(str(path), f"not valid JSON ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise BaseModelError(str(path), f"not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict):
         raise BaseModelError(str(path), "must hold a JSON object")
     return data
@@ -260,6 +260,19 @@ def _custom_code(data: dict[str, Any]) -> str:
     return ", ".join(mods) or "auto_map"
 
 
+def read_config(path: Path) -> dict[str, Any] | None:
+    """The base's `config.json` as an object (None: there is none); a file transformers
+    could not read is a one-line error here, before any loader sees it."""
+    config_path = path / CONFIG_FILE
+    if not config_path.is_file():
+        return None
+    data = _json_object(config_path)
+    model_type = data.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise BaseModelError(str(config_path), f"model_type {model_type!r:.40} is not a string")
+    return data
+
+
 def check_native_model(path: Path) -> None:
     """Refuse a base whose architecture only code shipped with it provides: transformers
     must know its `model_type` natively (an `auto_map` beside a native type is ignored,
@@ -270,9 +283,9 @@ def check_native_model(path: Path) -> None:
     )
 
     config_path = path / CONFIG_FILE
-    if not config_path.is_file():
+    data = read_config(path)
+    if data is None:
         raise BaseModelError(str(path), "no config.json", "a base needs its model config")
-    data = _json_object(config_path)
     model_type = data.get("model_type")
     if isinstance(model_type, str) and model_type in CONFIG_MAPPING_NAMES:
         return
@@ -295,6 +308,7 @@ def check_native_tokenizer(path: Path) -> None:
     """Refuse a tokenizer that only code shipped with the base provides."""
     from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
+    read_config(path)  # the tokenizer's loader reads the model config too
     config_path = path / "tokenizer_config.json"
     if not config_path.is_file():
         return

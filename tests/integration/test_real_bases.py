@@ -372,3 +372,15 @@ def test_base_build_never_replaces_a_directory_it_did_not_build(tmp_path: Path) 
         line = one_line_error(cli("base", "build", *args, "--out", mine))
         assert "refusing to replace it" in line, line
     assert (mine / "model.safetensors").read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize(
+    "config", [b"{", b"[1]", b"[" * 100_000, b"\xff\xfe", b'{"model_type": 7}']
+)
+def test_a_malformed_base_config_is_one_line(tmp_path: Path, config: bytes) -> None:
+    base = tiny_copy(tmp_path)
+    (base / "config.json").write_bytes(config)
+    doc_dir = tmp_path / "repo" / "d"
+    write_doc(doc_dir, "../base")
+    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"))
+    assert "config.json" in line, line
