@@ -73,11 +73,12 @@ def demo_copy(workdir: Path, steps: int, index: int, base: str = "builtin:tiny")
     return doc
 
 
-def run_ours(doc: Path, threads: int) -> Timing:
+def run_ours(doc: Path, threads: int, segment_every: int | None = None) -> Timing:
     from dlm_git.train.run import TrainOptions, run_train
 
     start = time.perf_counter()
-    outcome = run_train(doc, TrainOptions(device="cpu", threads=threads, quiet=True))
+    options = TrainOptions(device="cpu", threads=threads, quiet=True, segment_every=segment_every)
+    outcome = run_train(doc, options)
     seconds = time.perf_counter() - start
     t = outcome.manifest.training
     return Timing(seconds, t.tokens_trained, t.steps)
@@ -161,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
+        "--segment-every",
+        type=int,
+        default=None,
+        help="ours: segment snapshot interval (default: the document's, ~4 segments; 0: none)",
+    )
+    parser.add_argument(
         "--base", default="tiny", help="tiny, or an architecture of `dlm-git base list`"
     )
     args = parser.parse_args(argv)
@@ -211,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         counter = iter(range(1, 10_000))
 
         def ours() -> Timing:
-            return run_ours(demo_copy(workdir, args.steps, next(counter), base), args.threads)
+            doc = demo_copy(workdir, args.steps, next(counter), base)
+            return run_ours(doc, args.threads, args.segment_every)
 
         print(
             f"base {args.base}; demo: {len(tok.sequences)} sequences, {tok.tokens} tokens; "
