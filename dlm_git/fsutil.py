@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 FILE_MODE = 0o644
@@ -53,3 +54,26 @@ def fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(dfd)
+
+
+@contextlib.contextmanager
+def replacing_dir(dest: Path) -> Iterator[Path]:
+    """A fresh directory beside `dest` to fill. When the block succeeds it replaces `dest`
+    by rename (any old `dest` removed first) and the rename is made durable; when it
+    fails the directory is removed and `dest` is untouched."""
+    import shutil
+    import tempfile
+
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, DIR_MODE)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(dest.parent)

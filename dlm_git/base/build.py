@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git.base.errors import BaseModelError
-from dlm_git.fsutil import DIR_MODE, FILE_MODE, atomic_write_bytes, fsync_dir
+from dlm_git.fsutil import FILE_MODE, atomic_write_bytes, replacing_dir
 from dlm_git.hashing import canonical_json, sha256_bytes, sha256_file
 
 BUILD_SPEC_VERSION = 1
@@ -313,20 +313,10 @@ def install_tree(files: Callable[[], Path], dest: Path) -> None:
     """Copy the built files into `dest`, replacing it by rename."""
     dest = Path(dest)
     check_replaceable(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with replacing_dir(dest) as tmp:
         for src in sorted(files().iterdir()):
             shutil.copyfile(src, tmp / src.name)
             os.chmod(tmp / src.name, FILE_MODE)
-        os.chmod(tmp, DIR_MODE)
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-        fsync_dir(dest.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def hf_repo_dir(cache_root: Path, repo_id: str) -> Path:
@@ -346,22 +336,13 @@ def install_hf_snapshot(
     if not _holds(snapshot, spec):
         blobs = repo / "blobs"
         blobs.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{revision}.", dir=snapshot.parent.parent))
-        try:
+        with replacing_dir(snapshot) as tmp:
             for src in sorted(files().iterdir()):
                 digest = sha256_file(src)
                 blob = blobs / digest
                 if not blob.is_file():
                     _copy_atomic(src, blob)
                 os.symlink(f"../../blobs/{digest}", tmp / src.name)
-            snapshot.parent.mkdir(parents=True, exist_ok=True)
-            if snapshot.exists():
-                shutil.rmtree(snapshot)
-            os.replace(tmp, snapshot)
-            fsync_dir(snapshot.parent)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     atomic_write_bytes(repo / "refs" / "main", revision.encode("ascii"))
     return snapshot
 

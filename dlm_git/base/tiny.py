@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from dlm_git.fsutil import DIR_MODE, FILE_MODE, atomic_write_bytes, fsync_dir
+from dlm_git.fsutil import FILE_MODE, atomic_write_bytes, replacing_dir
 from dlm_git.hashing import canonical_json, sha256_bytes
 
 TINY_SPEC_VERSION = 1
@@ -158,20 +156,10 @@ def ensure_tiny_base(cache_root: Path | None = None) -> Path:
 def build_tiny_base(dest: Path) -> Path:
     """Build the tiny base into `dest` (replaced atomically if it exists)."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    with replacing_dir(dest) as tmp:
         _write_tokenizer(tmp)
         _write_model(tmp)
         atomic_write_bytes(tmp / SPEC_FILE, tiny_spec_json())
-        os.chmod(tmp, DIR_MODE)
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-        fsync_dir(dest.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dest
 
 
