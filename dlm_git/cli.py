@@ -21,6 +21,7 @@ from dlm_git import __version__
 from dlm_git.commands import doctor as doctor_cmd
 from dlm_git.commands import init as init_cmd
 from dlm_git.commands import show as show_cmd
+from dlm_git.commands import sign as sign_cmd
 from dlm_git.commands import tokenize as tokenize_cmd
 from dlm_git.commands import train as train_cmd
 from dlm_git.commands import verify as verify_cmd
@@ -64,6 +65,8 @@ app.add_typer(hooks_app, name="hooks")
 app.command("tokenize")(tokenize_cmd.tokenize)
 app.command("verify")(verify_cmd.verify)
 app.command("init")(init_cmd.init)
+app.command("sign")(sign_cmd.sign)
+app.command("keygen")(sign_cmd.keygen)
 
 
 GROUPS = ("base", "cache", "hooks")

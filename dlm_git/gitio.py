@@ -344,5 +344,18 @@ def config_get(key: str, cwd: Path) -> str | None:
     return out or None
 
 
+def config_get_all(key: str, cwd: Path) -> list[str]:
+    """Every value of a multi-valued git config key (the user's and the repository's)."""
+    out = git(["config", "--get-all", key], cwd, check=False)
+    return [v for v in _decode(out).split("\n") if v.strip()]
+
+
+def first_parent(sha: str, cwd: Path) -> str | None:
+    """The first parent of commit `sha` (None for a root commit)."""
+    out = git(["rev-parse", "--verify", "-q", f"{sha}^1^{{commit}}"], cwd, check=False)
+    parent = out.decode("ascii", "replace").strip()
+    return parent if _is_oid(parent) else None
+
+
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

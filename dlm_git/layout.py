@@ -9,6 +9,7 @@ pipeline, the hooks and `verify` always agree on them.
     <doc dir>/metrics.json    final metrics, pure function of the inputs (git, dvc metrics)
     <doc dir>/train_loss.tsv  per-step loss (git, dvc plots)
     <doc dir>/verify.json     verify report (git, dvc metrics)
+    <doc dir>/dlm.sig         the signature over the .dlm, lock, manifest and adapter (git)
     <doc dir>/base.json       the resolved base's identity (git; the pipeline's dependency
                               on the base, so that swapping the base reruns training)
     <doc dir>/adapter/        the LoRA adapter (DVC-cached, gitignored)
@@ -34,6 +35,7 @@ TOKENS_DIR = "tokens"
 SEGMENTS_DIR = "segments"
 RUN_RECORD_NAME = "run.json"
 BASE_RECORD_NAME = "base.json"
+SIGNATURE_NAME = "dlm.sig"
 PIPELINE_TINY_DIR = "bases/tiny"
 """Where the pipeline's `base` stage builds builtin:tiny, relative to the repository root
 (machine-local, built only when a document uses it; verify and the hooks look for the base
@@ -46,6 +48,7 @@ OUTPUT_NAMES = (
     LOSS_NAME,
     VERIFY_NAME,
     BASE_RECORD_NAME,
+    SIGNATURE_NAME,
     ADAPTER_DIR,
     TOKENS_DIR,
     SEGMENTS_DIR,
@@ -92,6 +95,10 @@ class DocLayout:
     @property
     def segments(self) -> Path:
         return self.directory / SEGMENTS_DIR
+
+    @property
+    def signature(self) -> Path:
+        return self.directory / SIGNATURE_NAME
 
     @property
     def base_record(self) -> Path:

@@ -41,6 +41,12 @@ def verify(
         "--accept-license",
         help="With --level replay: accept the base model's license for the re-training.",
     ),
+    require_signature: bool = typer.Option(
+        False,
+        "--require-signature",
+        help="A missing or untrusted signature fails (default: reported). Trusted keys:"
+        " git config dlm-git.trustedKeys and .dlm-keys/ in the commit's parent.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that recorded hashes are what the inputs and outputs really are."""
@@ -69,7 +75,7 @@ def verify(
         from dlm_git.verify.commit import verify_commit
 
         root = toplevel(Path.cwd())
-        reports = verify_commit(root, commit, doc)
+        reports = verify_commit(root, commit, doc, require_signature=require_signature)
         if level != "hash":
             from dlm_git.verify.replay import replay_reports
 

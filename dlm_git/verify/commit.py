@@ -22,7 +22,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dlm_git import gitio, revdoc
 from dlm_git.docset import (
@@ -37,8 +39,12 @@ from dlm_git.docset import (
 )
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out, parse_dvc_lock
 from dlm_git.errors import DlmGitError, UsageError
-from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
+from dlm_git.hashing import sha256_bytes
+from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME
 from dlm_git.safeparse import TooDeep
+from dlm_git.sign.bundle import ADAPTER_FILES
+from dlm_git.sign.judge import judge
+from dlm_git.sign.trust import TrustedKey, configured_keys, policy_keys
 from dlm_git.verify.checks import (
     Check,
     Checks,
@@ -121,16 +127,18 @@ def verify_commit_doc(
     build_base: bool = True,
     adapter_from: Path | None = None,
     listing: tuple[bool, str] | None = None,
+    signing: Signing | None = None,
 ) -> DocReport:
     """The hash-level report of one document. `adapter_from`: take the adapter's bytes
     from this directory instead of the DVC cache (a bitwise replay's output), so every
     check of the adapter against the manifest and dvc.lock still runs. `listing`: the
     result of check `pipeline.documents` for it (see `dlm_git.docset.assess`), recorded
-    first."""
+    first. `signing`: judge the document's signature (`dlm_git.sign.judge`) too."""
     prefix = revdoc.prefix_of(doc_rel)
     dlms = revdoc.dlms_in(gitio.ls_files([doc_rel], root, rev=sha), doc_rel)
     names = [f"{sha}:{prefix}{LOCK_NAME}", f"{sha}:{prefix}{MANIFEST_NAME}", f"{sha}:dvc.lock"]
     names += [f"{sha}:{d}" for d in dlms[:1]]
+    names.append(f"{sha}:{prefix}{SIGNATURE_NAME}")
     blobs = gitio.cat_files(names, root)
     files = DocFiles(
         doc_rel=doc_rel,
@@ -184,6 +192,13 @@ def verify_commit_doc(
             dvc_checks(checks, files, adapter_dir, root)
     elif len(dlms) != 1:
         checks.add("doc.sha256", False, f"expected one .dlm in {doc_rel}, found {len(dlms)}")
+    if signing is not None and len(dlms) == 1:
+        signature = blobs.get(f"{sha}:{prefix}{SIGNATURE_NAME}")
+        expected = signed_digests(files, dlms[0].rsplit("/", 1)[-1], manifest)
+        decision = judge(signature, expected, signing.keys(), signing.required)
+        for name, ok, detail in decision.checks:
+            checks.add(name, ok, detail)
+        notes.extend(f"signature: {n}" for n in decision.notes)
     adapter_sha = manifest.adapter.files.get("adapter_model.safetensors") if manifest else None
     failed_for_absence_only = unavailable and all(
         c.ok or c.name in UNAVAILABLE_CHECKS or "not available" in c.detail for c in checks.items
@@ -200,15 +215,56 @@ def verify_commit_doc(
     )
 
 
+@dataclass
+class Signing:
+    """How a commit's signatures are judged: the trusted keys (the auditor's own and the
+    policy of the commit's first parent; loaded on first use) and whether one is required."""
+
+    root: Path
+    sha: str
+    required: bool
+    _keys: list[TrustedKey] | None = None
+
+    def keys(self) -> list[TrustedKey]:
+        if self._keys is None:
+            policy, _ = policy_keys(self.root, gitio.first_parent(self.sha, self.root))
+            self._keys = [*configured_keys(self.root), *policy]
+        return self._keys
+
+
+def signed_digests(files: DocFiles, dlm_name: str, manifest: Any) -> dict[str, str | None]:
+    """The sha256 each signed file must have at this commit: the records' own bytes, and
+    the adapter files as the manifest records them."""
+
+    def sha(data: bytes | None) -> str | None:
+        return sha256_bytes(data) if data is not None else None
+
+    out = {
+        dlm_name: sha(files.dlm_bytes),
+        LOCK_NAME: sha(files.lock_bytes),
+        MANIFEST_NAME: sha(files.manifest_bytes),
+    }
+    for name in ADAPTER_FILES:
+        rec = manifest.adapter.files.get(name) if manifest is not None else None
+        out[f"{ADAPTER_DIR}/{name}"] = rec.sha256 if rec is not None else None
+    return out
+
+
 class NoDocuments(DlmGitError):
     """The commit holds no `.dlm` document: nothing to verify (the pre-push hook skips it)."""
 
 
 def verify_commit(
-    root: Path, rev: str, doc: Path | None, *, build_base: bool = True
+    root: Path,
+    rev: str,
+    doc: Path | None,
+    *,
+    build_base: bool = True,
+    require_signature: bool = False,
 ) -> list[DocReport]:
     """Hash-level reports for `rev`'s documents. `build_base=False` (the git hooks) never
-    builds builtin:tiny: without a built base those checks are CANNOT_VERIFY."""
+    builds builtin:tiny: without a built base those checks are CANNOT_VERIFY.
+    `require_signature`: a missing or untrusted signature fails (else it is a note)."""
     sha = gitio.resolve_commit(rev, root)
     if sha is None:
         raise UsageError("verify", f"'{rev}' is not a commit", "give a commit, branch or tag")
@@ -223,11 +279,14 @@ def verify_commit(
     if not docs and not problems:
         raise NoDocuments("verify", f"commit {sha[:12]} has no .dlm documents")
     reports = []
+    signing = Signing(root, sha, require_signature)
     for rel in docs:
         with tempfile.TemporaryDirectory(prefix="dlm-git-verify-") as tmp:
             ok, detail, fix = assess(params, tree, rel)
             listing = (ok, detail if ok else f"{detail} (hint: {fix})")
-            reports.append(verify_commit_doc(root, sha, rel, Path(tmp), build_base, None, listing))
+            reports.append(
+                verify_commit_doc(root, sha, rel, Path(tmp), build_base, None, listing, signing)
+            )
     if problems:
         reports.append(
             DocReport(

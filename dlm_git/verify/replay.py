@@ -227,8 +227,10 @@ def _recheck_with(
     rechecked = verify_commit_doc(
         root, sha, report.doc, work, adapter_from=adapter_dir, listing=listing
     )
+    # the signature was judged on the commit's records, which the replay does not change
+    rechecked.checks.extend(c for c in report.checks if c.name.startswith("signature."))
     rechecked.notes = [
-        *[n for n in report.notes if "DVC cache" not in n],
+        *[n for n in report.notes if "DVC cache" not in n and n not in rechecked.notes],
         "adapter bytes checked from the bitwise replay (not in the DVC cache)",
     ]
     return rechecked

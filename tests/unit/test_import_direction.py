@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"hashing", "fsutil", "safeparse", "numerics", "layout", "gitio", "versions"},
     {"output", "dvcfiles", "token_stream"},
     {"doc", "base", "lock", "manifest"},
-    {"determinism", "cache", "docset", "revdoc"},
+    {"determinism", "cache", "docset", "revdoc", "sign"},
     {"train"},
     {"verify"},
     {"hooks"},

@@ -1,0 +1,71 @@
+"""`dlm-git sign [--doc PATH] --key KEY` and `dlm-git keygen --out DIR`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from dlm_git.errors import UsageError
+
+KEY_ENV = "DLM_GIT_SIGNING_KEY"
+KEY_CONFIG = "dlm-git.signingKey"
+
+
+def sign(
+    doc: list[Path] = typer.Option(
+        None, "--doc", help="A document (file or directory); repeatable. Default: params.yaml's."
+    ),
+    key: Path = typer.Option(
+        None,
+        "--key",
+        help=f"EC private key PEM (default: ${KEY_ENV}, else git config {KEY_CONFIG}).",
+    ),
+) -> None:
+    """Sign each document's .dlm, dlm.lock, manifest.json and adapter into dlm.sig
+    (run after `dvc repro`, before `git commit`)."""
+    from dlm_git import gitio
+    from dlm_git.sign.create import sign_document
+
+    root = gitio.toplevel(Path.cwd())
+    key = key or _configured_key(root)
+    docs = list(doc) if doc else _params_documents(root)
+    if not docs:
+        raise UsageError("sign", "no documents", "give --doc PATH (or list them in params.yaml)")
+    for target in docs:
+        path = sign_document(target, key)
+        typer.echo(f"{path}: signed")
+
+
+def _configured_key(root: Path) -> Path:
+    from dlm_git import gitio
+
+    value = os.environ.get(KEY_ENV) or gitio.config_get(KEY_CONFIG, root)
+    if not value:
+        raise UsageError(
+            "sign",
+            "no signing key",
+            f"give --key KEY.pem, set ${KEY_ENV}, or git config {KEY_CONFIG} PATH"
+            " (dlm-git keygen --out DIR makes one)",
+        )
+    return Path(os.path.expanduser(value))
+
+
+def _params_documents(root: Path) -> list[Path]:
+    from dlm_git.docset import PARAMS_NAME, read_params
+
+    path = root / PARAMS_NAME
+    params = read_params(path.read_bytes() if path.is_file() else None)
+    return [root / d for d in params.listed or []]
+
+
+def keygen(
+    out: Path = typer.Option(..., "--out", help="Directory for the key pair (outside the repo)."),
+) -> None:
+    """Make an EC P-256 key pair: the private key 0600, never inside a git work tree."""
+    from dlm_git.sign.create import keygen as make
+
+    private, public = make(out)
+    typer.echo(f"{private}: private key (0600; keep it out of every repository)")
+    typer.echo(f"{public}: public key (trust it: git config --add dlm-git.trustedKeys {public})")

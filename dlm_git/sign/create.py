@@ -1,0 +1,154 @@
+"""`dlm-git sign` and `dlm-git keygen`: sign a document's records with `model_signing`,
+and make a key pair for users who have none.
+
+Invariants:
+- Only records that agree with each other are signed: the adapter files on disk must be
+  the bytes `manifest.json` records (run `dvc repro` / `dvc checkout` first).
+- The signature is made over the document directory with every path outside
+  `signed_files` ignored (the ignore list travels in the signature, so the stock
+  `model_signing verify key <doc dir>` checks exactly those files), checked to cover
+  exactly the signed files, and installed atomically as `dlm.sig`.
+- A private key is written 0600, never overwritten, and never inside a git work tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from dlm_git import gitio
+from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import atomic_write_bytes, fsync_dir
+from dlm_git.hashing import sha256_file
+from dlm_git.layout import ADAPTER_DIR, OUTPUT_NAMES, DocLayout, find_document
+from dlm_git.sign.bundle import ADAPTER_FILES, BundleError, parse_bundle
+
+PRIVATE_NAME = "dlm-signing-key.pem"
+PUBLIC_NAME = "dlm-signing-key.pub.pem"
+ALWAYS_IGNORED = (*OUTPUT_NAMES, ".dlm-git", "dvc_plots")
+
+
+class SignError(DlmGitError):
+    """A document cannot be signed as it stands (records missing or disagreeing, a bad key)."""
+
+
+def recorded_digests(layout: DocLayout, dlm_name: str) -> dict[str, str | None]:
+    """The sha256 each signed file must have: the records' own bytes, and the adapter
+    files as `manifest.json` records them."""
+    from dlm_git.manifest.records import read_manifest_bytes
+
+    manifest = read_manifest_bytes(layout.manifest.read_bytes(), str(layout.manifest))
+    out: dict[str, str | None] = {
+        dlm_name: sha256_file(layout.doc_path),
+        layout.lock.name: sha256_file(layout.lock),
+        layout.manifest.name: sha256_file(layout.manifest),
+    }
+    for name in ADAPTER_FILES:
+        rec = manifest.adapter.files.get(name)
+        out[f"{ADAPTER_DIR}/{name}"] = rec.sha256 if rec is not None else None
+    return out
+
+
+def _ignored(doc_dir: Path, signed: set[str]) -> list[str]:
+    """Every path of the document directory outside the signed files."""
+    top = {p.split("/")[0] for p in signed}
+    present = [e.name for e in os.scandir(doc_dir) if e.name not in top]
+    inside = [
+        f"{ADAPTER_DIR}/{e.name}"
+        for e in os.scandir(doc_dir / ADAPTER_DIR)
+        if f"{ADAPTER_DIR}/{e.name}" not in signed
+    ]
+    later = [n for n in ALWAYS_IGNORED if n not in top]
+    return sorted(set(present) | set(inside) | set(later))
+
+
+def sign_document(target: Path, key: Path) -> Path:
+    """Sign the document at `target` with the EC private key at `key`; returns dlm.sig."""
+    layout = DocLayout(find_document(target))
+    doc_dir = layout.directory
+    for path in (layout.lock, layout.manifest, *(layout.adapter / n for n in ADAPTER_FILES)):
+        if not path.is_file() or path.is_symlink():
+            raise SignError(str(path), "missing (or a link)", "train first: dvc repro")
+    expected = recorded_digests(layout, layout.doc_path.name)
+    for name in ADAPTER_FILES:
+        rel = f"{ADAPTER_DIR}/{name}"
+        if sha256_file(doc_dir / rel) != expected[rel]:
+            raise SignError(
+                str(doc_dir / rel),
+                "is not the adapter manifest.json records",
+                "dvc checkout (or dvc repro), then sign",
+            )
+    bundle = _model_signing(doc_dir, key, _ignored(doc_dir, set(expected)))
+    try:
+        resources = parse_bundle(bundle).resources
+    except BundleError as exc:
+        what = f"model_signing wrote an unreadable bundle: {exc.message}"
+        raise SignError(str(key), what) from None
+    if resources != expected:
+        raise SignError(str(doc_dir), "the signature does not cover exactly the records")
+    atomic_write_bytes(layout.signature, bundle)
+    return layout.signature
+
+
+def _model_signing(doc_dir: Path, key: Path, ignore: list[str]) -> bytes:
+    from model_signing import hashing, signing
+
+    fd, tmp = tempfile.mkstemp(prefix=".dlm-sig.", dir=doc_dir.parent)
+    os.close(fd)
+    try:
+        config = signing.Config().use_elliptic_key_signer(private_key=key)  # type: ignore[no-untyped-call]
+        hashing_config = hashing.Config()  # type: ignore[no-untyped-call]
+        hashing_config.use_file_serialization().set_ignored_paths(paths=ignore)
+        config.set_hashing_config(hashing_config)
+        config.sign(doc_dir, tmp)
+        return Path(tmp).read_bytes()
+    except (ValueError, TypeError) as exc:
+        raise SignError(str(key), f"cannot sign with it: {str(exc)[:100]}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def keygen(out: Path) -> tuple[Path, Path]:
+    """An EC P-256 key pair in `out`: the private key 0600, refused inside a git work tree."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    out = Path(out)
+    probe = next((p for p in (out, *out.parents) if p.exists()), Path("/"))
+    if gitio.git(["rev-parse", "--is-inside-work-tree"], probe, check=False).strip() == b"true":
+        raise SignError(
+            str(out),
+            "is inside a git work tree: a private key never goes into a repository",
+            "choose a directory outside it, e.g. ~/.config/dlm-git",
+        )
+    private, public = out / PRIVATE_NAME, out / PUBLIC_NAME
+    for path in (private, public):
+        if path.exists():
+            raise SignError(str(path), "exists; refusing to overwrite a key")
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    out.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{PRIVATE_NAME}.", dir=out)  # created 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, private)  # fails if it appeared meanwhile: never overwrite
+    finally:
+        os.unlink(tmp)
+    fsync_dir(out)
+    atomic_write_bytes(
+        public,
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ),
+    )
+    return private, public

@@ -1,0 +1,85 @@
+"""The signature checks of one document, as a decision each caller renders (verify's
+report, the hooks' findings): `signature.present`, `.valid`, `.trusted`, `.binding`.
+
+Invariant: a signature that is there but broken (malformed, failing its key, signing other
+records) always fails; an absent or untrusted one fails only when a signature is
+required (`--require-signature`, `dlm-git.requireSignature`), and is otherwise reported
+in a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dlm_git.layout import SIGNATURE_NAME
+from dlm_git.sign.bundle import BundleError, binding_problem, parse_bundle, signature_holds
+from dlm_git.sign.trust import POLICY_DIR, TrustedKey
+
+SIGN_HINT = "sign the trained records: dlm-git sign --doc DOC --key KEY.pem"
+TRUST_HINT = (
+    f"trust the key: git config --add dlm-git.trustedKeys PUB.pem, or commit it under "
+    f"{POLICY_DIR}/ in an earlier commit"
+)
+
+
+@dataclass
+class SignatureDecision:
+    checks: list[tuple[str, bool, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for _, ok, _ in self.checks)
+
+
+def judge(
+    bundle_bytes: bytes | None,
+    expected: Mapping[str, str | None],
+    keys: Sequence[TrustedKey],
+    required: bool,
+) -> SignatureDecision:
+    """`expected`: the sha256 of each signed file as the commit records it."""
+    out = SignatureDecision()
+    if bundle_bytes is None:
+        if required:
+            out.checks.append(
+                ("signature.present", False, f"no {SIGNATURE_NAME} (hint: {SIGN_HINT})")
+            )
+        else:
+            out.notes.append("not signed")
+        return out
+    out.checks.append(("signature.present", True, SIGNATURE_NAME))
+    try:
+        bundle = parse_bundle(bundle_bytes)
+    except BundleError as exc:
+        out.checks.append(("signature.valid", False, f"{SIGNATURE_NAME}: {exc.message}"))
+        return out
+    short = bundle.key_hint[:16]
+    key = next((k for k in keys if k.hint == bundle.key_hint), None)
+    if key is None:
+        if required:
+            out.checks.append(
+                ("signature.valid", False, f"signed by key {short}…, which no trusted key matches")
+            )
+            out.checks.append(
+                ("signature.trusted", False, f"key {short}… is not trusted (hint: {TRUST_HINT})")
+            )
+        else:
+            out.notes.append(f"signed by key {short}…, which is not trusted here: not checked")
+    elif signature_holds(bundle, key.pem):
+        out.checks.append(("signature.valid", True, f"verifies under key {short}…"))
+        out.checks.append(("signature.trusted", True, f"key {short}… from {key.source}"))
+    else:
+        out.checks.append(
+            ("signature.valid", False, f"does not verify under key {short}… (tampered?)")
+        )
+    problem = binding_problem(bundle, expected)
+    out.checks.append(
+        (
+            "signature.binding",
+            problem is None,
+            problem or f"signs exactly this document's {len(expected)} records",
+        )
+    )
+    return out
