@@ -41,6 +41,13 @@ def summary(findings: list[HookFinding], docs: int, action: str = "commit") -> s
     return f"dlm-git: {errors} error(s), {warns} warning(s) in {docs} document(s): {verdict}"
 
 
+def require_signature(root: Path) -> bool:
+    """`git config dlm-git.requireSignature true`: hooks refuse unsigned, stale or
+    untrusted signatures (docs/signing.md)."""
+    value = gitio.config_get("dlm-git.requireSignature", root) or ""
+    return value.lower() in ("1", "true", "yes", "on")
+
+
 def strict_mode(root: Path) -> bool:
     """`DLM_GIT_STRICT=1` in the environment, or `git config dlm-git.strict true`."""
     if gitio.env_flag("DLM_GIT_STRICT"):

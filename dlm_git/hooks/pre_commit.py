@@ -53,9 +53,16 @@ from dlm_git.docset import (
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out_in, stages_naming
 from dlm_git.errors import DlmGitError, EnvironmentFailure
 from dlm_git.hashing import sha256_bytes
-from dlm_git.hooks.findings import HookFinding, Level, strict_mode, strict_upgrade, summary
+from dlm_git.hooks.findings import (
+    HookFinding,
+    Level,
+    require_signature,
+    strict_mode,
+    strict_upgrade,
+    summary,
+)
 from dlm_git.hooks.hashcache import HashCache
-from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
+from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME
 from dlm_git.lock.decision import judge
 from dlm_git.lock.io import parse_lock_json
 from dlm_git.safeparse import MAX_DEPTH, TooDeep, load_json
@@ -87,6 +94,8 @@ class DocState:
     source_dirs: list[str]
     head_dlm: bytes | None = None
     """HEAD's bytes of the same .dlm path (None: no HEAD, or the file is new)."""
+    signature: bytes | None = None
+    """The staged dlm.sig (None: none)."""
 
 
 @dataclass
@@ -223,7 +232,7 @@ def load_states(
     paths = []
     for state in states:
         prefix = "" if state.rel == "." else state.rel + "/"
-        paths += [f"{prefix}{LOCK_NAME}", f"{prefix}{MANIFEST_NAME}"]
+        paths += [f"{prefix}{LOCK_NAME}", f"{prefix}{MANIFEST_NAME}", f"{prefix}{SIGNATURE_NAME}"]
     blobs = read(paths)
     for state in states:
         prefix = "" if state.rel == "." else state.rel + "/"
@@ -231,6 +240,7 @@ def load_states(
         state.manifest = blobs.get(f":{prefix}{MANIFEST_NAME}")
         state.head_lock = blobs.get(f"HEAD:{prefix}{LOCK_NAME}")
         state.head_manifest = blobs.get(f"HEAD:{prefix}{MANIFEST_NAME}")
+        state.signature = blobs.get(f":{prefix}{SIGNATURE_NAME}")
     return states
 
 
@@ -296,6 +306,8 @@ class Checker:
         self.hashes = HashCache(root)
         self.blobs = blobs or {}
         """Objects already read (`:dvc.lock`), so they are not read twice."""
+        self._required: bool | None = None
+        self._keys: list[Any] = []
 
     @property
     def strict(self) -> bool:
@@ -337,6 +349,42 @@ class Checker:
         self.check_base(s, manifest, lock)
         self.check_stale(s, manifest)
         self.check_drift(s, manifest, lock)
+        if self.signing_keys() is not None:
+            self.check_signature(s, manifest)
+
+    def signing_keys(self) -> list[Any] | None:
+        """The trusted keys when `dlm-git.requireSignature` is on (None: off), read once:
+        the user's own and the policy of HEAD, the parent of the commit being made."""
+        if self._required is None:
+            self._required = require_signature(self.root)
+            if self._required:
+                from dlm_git.sign.trust import configured_keys, policy_keys
+
+                head = gitio.resolve_commit("HEAD", self.root)
+                self._keys = [*configured_keys(self.root), *policy_keys(self.root, head)[0]]
+        return self._keys if self._required else None
+
+    def check_signature(self, s: DocState, m: dict[str, Any]) -> None:
+        from dlm_git.hashing import sha256_bytes
+        from dlm_git.sign.bundle import ADAPTER_FILES
+        from dlm_git.sign.judge import judge
+
+        assert s.dlm_name is not None and s.dlm is not None
+        expected: dict[str, str | None] = {
+            posixpath.basename(s.dlm_name): sha256_bytes(s.dlm),
+            LOCK_NAME: sha256_bytes(s.lock) if s.lock is not None else None,
+            MANIFEST_NAME: sha256_bytes(s.manifest) if s.manifest is not None else None,
+        }
+        for name in ADAPTER_FILES:
+            sha = _field(m, "adapter", "files", name, "sha256")
+            expected[f"{ADAPTER_DIR}/{name}"] = sha if isinstance(sha, str) else None
+        decision = judge(s.signature, expected, self.signing_keys() or [], required=True)
+        for name, ok, detail in decision.checks:
+            if not ok:
+                fix = "dlm-git sign --doc DOC --key KEY.pem, then stage dlm.sig"
+                if name == "signature.trusted":
+                    fix = "trust the key: git config --add dlm-git.trustedKeys PUB.pem"
+                self.add("ERROR", s.rel, name, detail, fix)
 
     def check_lock(self, s: DocState) -> dict[str, Any] | None:
         if s.lock is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dlm_git import gitio
 from dlm_git.errors import DlmGitError, EnvironmentFailure
-from dlm_git.hooks.findings import strict_mode
+from dlm_git.hooks.findings import require_signature, strict_mode
 
 ZERO = "0" * 40
 
@@ -50,10 +50,11 @@ def run(cwd: Path, stdin: str) -> int:
 
     root = gitio.toplevel(cwd)
     strict = strict_mode(root)
+    signed = require_signature(root)
     errors = warnings = 0
     for sha in pushed_tips(stdin) or framework_tips(root):
         try:
-            reports = verify_commit(root, sha, None, build_base=False)
+            reports = verify_commit(root, sha, None, build_base=False, require_signature=signed)
         except NoDocuments:
             continue
         for r in reports:

@@ -58,12 +58,12 @@ def judge(
     short = bundle.key_hint[:16]
     key = next((k for k in keys if k.hint == bundle.key_hint), None)
     if key is None:
-        if required:
-            out.checks.append(
-                ("signature.valid", False, f"signed by key {short}…, which no trusted key matches")
-            )
+        if required:  # untrusted first: it is why the signature cannot be checked
             out.checks.append(
                 ("signature.trusted", False, f"key {short}… is not trusted (hint: {TRUST_HINT})")
+            )
+            out.checks.append(
+                ("signature.valid", False, f"signed by key {short}…, which no trusted key matches")
             )
         else:
             out.notes.append(f"signed by key {short}…, which is not trusted here: not checked")

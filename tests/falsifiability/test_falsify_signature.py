@@ -1,0 +1,321 @@
+"""Signed provenance: a signature vouches for exactly one training's records, by a key the
+auditor (or the project's earlier policy) trusts. Each forgery fails its named check;
+an honest signed commit verifies, and the stock `model_signing` CLI accepts it.
+
+Trust rule under test: the committed policy (`.dlm-keys/*.pem`) that judges a commit is
+the one in its first parent, so a commit cannot trust the key it signs with.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+DOC = "demo"
+SIG = f"{DOC}/dlm.sig"
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """Two key pairs made by `dlm-git keygen`, outside every repository."""
+    out = {}
+    for name in ("alice", "mallory"):
+        directory = tmp_path_factory.mktemp(f"keys-{name}")
+        proc = subprocess.run(
+            [sys.executable, "-m", "dlm_git", "keygen", "--out", str(directory)],
+            capture_output=True,
+            text=True,
+            cwd=directory,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out[name] = (directory / "dlm-signing-key.pem", directory / "dlm-signing-key.pub.pem")
+    return out
+
+
+class Signed:
+    def __init__(self, forge: Any, keys: dict[str, tuple[Path, Path]]) -> None:
+        self.forge = forge
+        self.keys = keys
+
+    def sign(self, who: str = "alice", doc: str = DOC) -> None:
+        result = self.forge._call_main(["sign", "--doc", doc, "--key", str(self.keys[who][0])])
+        assert result.code == 0, result.stderr
+
+    def trust(self, who: str = "alice") -> None:
+        self.forge.git("config", "--add", "dlm-git.trustedKeys", str(self.keys[who][1]))
+
+    def verify(self, *extra: str) -> Any:
+        return self.forge.verify("HEAD", "--require-signature", *extra)
+
+
+@pytest.fixture
+def signed(forge: Any, keys: dict[str, tuple[Path, Path]]) -> Signed:
+    """The verified repository, signed by alice (trusted by this auditor) and committed."""
+    s = Signed(forge, keys)
+    s.sign()
+    s.trust()
+    forge.commit("sign demo")
+    return s
+
+
+def caught(result: Any, check: str, words: str) -> None:
+    why = result.explain()
+    assert result.code == 1 and result.verdict == "FAILED", why
+    failed = [c for c in result.checks if not c["ok"]]
+    assert check in [c["name"] for c in failed], why
+    assert words in result.check(check)["detail"], why
+
+
+def test_a_signed_commit_verifies_and_the_stock_cli_agrees(signed: Signed) -> None:
+    result = signed.verify()
+    assert result.code == 0 and result.verdict == "VERIFIED", result.explain()
+    names = [c["name"] for c in result.checks if c["name"].startswith("signature.")]
+    assert names == [  # the order of docs/verify.md
+        "signature.present",
+        "signature.valid",
+        "signature.trusted",
+        "signature.binding",
+    ]
+    stock = Path(sys.executable).parent / "model_signing"
+    proc = subprocess.run(
+        [
+            str(stock),
+            "verify",
+            "key",
+            DOC,
+            "--signature",
+            SIG,
+            "--public_key",
+            str(signed.keys["alice"][1]),
+        ],
+        cwd=signed.forge.root,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and "Verification succeeded" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )
+    proc = subprocess.run(
+        [
+            str(stock),
+            "verify",
+            "key",
+            DOC,
+            "--signature",
+            SIG,
+            "--public_key",
+            str(signed.keys["mallory"][1]),
+        ],
+        cwd=signed.forge.root,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0, proc.stdout
+
+
+def test_unsigned_is_reported_and_fails_only_when_required(forge: Any) -> None:
+    plain = forge.verify("HEAD")
+    assert plain.code == 0 and "signature: not signed" in plain.doc["notes"], plain.explain()
+    caught(forge.verify("HEAD", "--require-signature"), "signature.present", "no dlm.sig")
+
+
+def test_a_signature_over_another_documents_records(signed: Signed) -> None:
+    other = signed.forge.root / "other"
+    import shutil
+
+    shutil.copytree(signed.forge.root / DOC, other, ignore=shutil.ignore_patterns("dlm.sig"))
+    text = (other / f"{DOC}.dlm").read_text("utf-8") + "\nAnother document's prose.\n"
+    (other / f"{DOC}.dlm").write_text(text, "utf-8")
+    signed.sign(doc="other")  # a genuine signature, over the other document's records
+    signed.forge.write(SIG, (other / "dlm.sig").read_bytes())
+    shutil.rmtree(other)
+    signed.forge.commit("move the other document's signature here")
+    caught(signed.verify(), "signature.binding", f"{DOC}.dlm")
+
+
+def test_a_replayed_signature_over_an_older_lock(signed: Signed) -> None:
+    lock = signed.forge.lock()
+    lock["seed"] = lock["seed"] + 1  # a later lock (manifest re-bound to it)
+    signed.forge.write_lock(lock)
+    signed.forge.commit("new lock, old signature")
+    caught(signed.verify(), "signature.binding", "dlm.lock")
+
+
+def test_records_edited_after_signing(signed: Signed) -> None:
+    manifest = signed.forge.manifest()
+    manifest["training"]["steps"] += 1
+    signed.forge.write_manifest(manifest)
+    signed.forge.commit("edit the manifest after signing")
+    caught(signed.verify(), "signature.binding", "manifest.json")
+
+
+def test_an_adapter_swapped_after_signing(signed: Signed) -> None:
+    """A consistent swap: the manifest records the new adapter file; the signature
+    still covers the old one."""
+    manifest = signed.forge.manifest()
+    manifest["adapter"]["files"]["adapter_config.json"]["sha256"] = "0" * 64
+    signed.forge.write_manifest(manifest)
+    signed.forge.commit("another adapter recorded")
+    caught(signed.verify(), "signature.binding", "adapter/adapter_config.json")
+
+
+def test_a_signature_by_an_untrusted_key(forge: Any, keys: dict[str, tuple[Path, Path]]) -> None:
+    s = Signed(forge, keys)
+    s.trust("alice")
+    s.sign("mallory")
+    forge.commit("signed by mallory")
+    caught(s.verify(), "signature.trusted", "not trusted")
+    plain = forge.verify("HEAD")  # not required: reported, not failed
+    assert plain.code == 0 and any("not trusted" in n for n in plain.doc["notes"]), plain.explain()
+
+
+def test_trust_changes_never_validate_themselves(
+    forge: Any, keys: dict[str, tuple[Path, Path]]
+) -> None:
+    s = Signed(forge, keys)
+    forge.write(".dlm-keys/team.pem", keys["alice"][1].read_bytes())
+    s.sign("alice")
+    forge.commit("policy: alice (her signature needs an earlier policy)")
+    caught(
+        s.verify(), "signature.trusted", "not trusted"
+    )  # a root of trust cannot vouch for itself
+    forge.git("commit", "-q", "--allow-empty", "--no-verify", "-m", "later commit")
+    ok = s.verify()
+    assert ok.code == 0 and ok.verdict == "VERIFIED", ok.explain()
+    # mallory replaces the trusted key in the same commit that adds her signature
+    forge.write(".dlm-keys/team.pem", keys["mallory"][1].read_bytes())
+    s.sign("mallory")
+    forge.commit("policy: mallory, signed by mallory")
+    caught(s.verify(), "signature.trusted", "not trusted")
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda b: b[: len(b) // 2], "not JSON"),
+        (lambda b: b"[]", "mediaType"),
+        (lambda b: b"\xff" * 10, "not JSON"),
+        (lambda b: b"{" * 200_000, "not JSON"),
+        (
+            lambda b: b.replace(
+                b'"payloadType": "application/vnd.in-toto+json"', b'"payloadType": "text/plain"'
+            ),
+            "payload type",
+        ),
+    ],
+    ids=["truncated", "not-a-bundle", "binary", "deep", "payload-type"],
+)
+def test_a_malformed_bundle(signed: Signed, damage: Any, words: str) -> None:
+    data = signed.forge.read(SIG)
+    bundle = json.loads(data)
+    pretty = json.dumps(bundle, indent=1).encode()  # a stable spelling to damage
+    forged = damage(pretty)
+    assert forged != pretty
+    signed.forge.write(SIG, forged)
+    signed.forge.commit("damaged signature")
+    caught(signed.verify(), "signature.valid", words)
+
+
+def test_a_payload_signed_by_no_one(signed: Signed) -> None:
+    """The statement rewritten to cover the current records, the signature left as it was."""
+    bundle = json.loads(signed.forge.read(SIG))
+    statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+    statement["predicate"]["resources"][0]["digest"] = "1" * 64
+    bundle["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    signed.forge.write(SIG, json.dumps(bundle).encode())
+    signed.forge.commit("re-written statement")
+    caught(signed.verify(), "signature.valid", "does not verify")
+
+
+def test_signing_refuses_records_that_disagree(signed: Signed) -> None:
+    weights = signed.forge.root / DOC / "adapter" / "adapter_config.json"
+    weights.chmod(0o644)
+    weights.write_bytes(weights.read_bytes() + b" ")
+    result = signed.forge._call_main(["sign", "--doc", DOC, "--key", str(signed.keys["alice"][0])])
+    assert result.code == 1 and "is not the adapter manifest.json records" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_keygen_refuses_a_work_tree_and_never_overwrites(
+    forge: Any, keys: dict[str, tuple[Path, Path]]
+) -> None:
+    result = forge._call_main(["keygen", "--out", str(forge.root / "keys")])
+    assert result.code == 1 and "inside a git work tree" in result.stderr
+    private = keys["alice"][0]
+    assert private.stat().st_mode & 0o777 == 0o600
+    before = private.read_bytes()
+    result = forge._call_main(["keygen", "--out", str(private.parent)])
+    assert result.code == 1 and "refusing to overwrite" in result.stderr
+    assert private.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- the hooks
+
+
+def hook_env() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    env["GIT_CONFIG_GLOBAL"] = os.devnull
+    for key in ("DLM_GIT_STRICT", "GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE"):
+        env.pop(key, None)
+    return env
+
+
+def sh(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), cwd=root, capture_output=True, text=True, env=hook_env())
+
+
+@pytest.fixture
+def hooked(signed: Signed) -> Signed:
+    """The signed repository with the hooks installed and signatures required."""
+    root = signed.forge.root
+    assert sh(root, sys.executable, "-m", "dlm_git", "hooks", "install").returncode == 0
+    signed.forge.git("config", "dlm-git.requireSignature", "true")
+    return signed
+
+
+def test_the_pre_commit_hook_refuses_stale_and_untrusted_signatures(hooked: Signed) -> None:
+    forge, root = hooked.forge, hooked.forge.root
+    lock = forge.lock()
+    lock["seed"] += 1
+    forge.write_lock(lock)  # records changed, dlm.sig not re-made
+    sh(root, "git", "add", "-A")
+    proc = sh(root, "git", "commit", "-q", "-m", "stale signature")
+    assert proc.returncode == 1 and "signed other bytes of dlm.lock" in proc.stderr, proc.stderr
+    hooked.sign("mallory")
+    sh(root, "git", "add", "-A")
+    proc = sh(root, "git", "commit", "-q", "-m", "untrusted signature")
+    assert proc.returncode == 1 and "is not trusted" in proc.stderr, proc.stderr
+    hooked.sign("alice")
+    sh(root, "git", "add", "-A")
+    proc = sh(root, "git", "commit", "-q", "-m", "re-signed")
+    assert proc.returncode == 0 and "signature" not in proc.stderr, proc.stderr
+    (root / DOC / "dlm.sig").unlink()
+    sh(root, "git", "add", "-A")
+    proc = sh(root, "git", "commit", "-q", "-m", "unsigned")
+    assert proc.returncode == 1 and "no dlm.sig" in proc.stderr, proc.stderr
+
+
+def test_the_pre_push_hook_refuses_an_untrusted_signature(hooked: Signed, tmp_path: Path) -> None:
+    forge, root = hooked.forge, hooked.forge.root
+    remote = tmp_path / "remote.git"
+    assert sh(tmp_path, "git", "init", "-q", "--bare", str(remote)).returncode == 0
+    forge.git("remote", "add", "origin", str(remote))
+    branch = forge.git("rev-parse", "--abbrev-ref", "HEAD").strip()
+    proc = sh(root, "git", "push", "-q", "origin", branch)
+    assert proc.returncode == 0, proc.stderr  # alice's signature, trusted
+    hooked.sign("mallory")
+    forge.commit("signed by mallory, committed past the hooks")
+    proc = sh(root, "git", "push", "-q", "origin", branch)
+    assert proc.returncode == 1 and "signature.trusted" in proc.stderr, proc.stderr
