@@ -10,11 +10,14 @@ import typer
 def init(
     doc: str = typer.Option(None, "--doc", help="Scaffold NAME/NAME.dlm and add it to params."),
     no_hooks: bool = typer.Option(False, "--no-hooks", help="Don't install the git hooks."),
+    sign: bool = typer.Option(
+        False, "--sign", help="Add the sign@<doc> stage (signs when a key is configured)."
+    ),
 ) -> None:
     """Set up the dlm-git pipeline in this git repository (idempotent)."""
     from dlm_git.pipeline.init import run_init
 
-    result = run_init(Path.cwd(), doc, install_hooks=not no_hooks)
+    result = run_init(Path.cwd(), doc, install_hooks=not no_hooks, sign=sign)
     for warning in result.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if not result.changes:

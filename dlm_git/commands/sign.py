@@ -22,6 +22,11 @@ def sign(
         "--key",
         help=f"EC private key PEM (default: ${KEY_ENV}, else git config {KEY_CONFIG}).",
     ),
+    if_configured: bool = typer.Option(
+        False,
+        "--if-configured",
+        help="Without a key (no --key, env or git config): say so and exit 0 (the DVC stage).",
+    ),
 ) -> None:
     """Sign each document's .dlm, dlm.lock, manifest.json and adapter into dlm.sig
     (run after `dvc repro`, before `git commit`)."""
@@ -29,6 +34,11 @@ def sign(
     from dlm_git.sign.create import sign_document
 
     root = gitio.toplevel(Path.cwd())
+    if key is None and if_configured and not _key_setting(root):
+        typer.echo(
+            f"sign: no signing key configured (${KEY_ENV}, git config {KEY_CONFIG}): skipped"
+        )
+        return
     key = key or _configured_key(root)
     docs = list(doc) if doc else _params_documents(root)
     if not docs:
@@ -38,10 +48,14 @@ def sign(
         typer.echo(f"{path}: signed")
 
 
-def _configured_key(root: Path) -> Path:
+def _key_setting(root: Path) -> str | None:
     from dlm_git import gitio
 
-    value = os.environ.get(KEY_ENV) or gitio.config_get(KEY_CONFIG, root)
+    return os.environ.get(KEY_ENV) or gitio.config_get(KEY_CONFIG, root)
+
+
+def _configured_key(root: Path) -> Path:
+    value = _key_setting(root)
     if not value:
         raise UsageError(
             "sign",

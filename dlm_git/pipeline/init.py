@@ -27,6 +27,7 @@ from dlm_git.pipeline.templates import (
     DOCUMENTS_KEY,
     GITIGNORE_LINES,
     PIPELINE_KEY,
+    SIGN_STAGE,
     STAGES,
 )
 
@@ -112,7 +113,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def merge_dvc_yaml(path: Path, result: InitResult) -> None:
+def merge_dvc_yaml(path: Path, result: InitResult, sign: bool = False) -> None:
     data = _load(path)
     if data is None:
         from ruamel.yaml.comments import CommentedMap
@@ -129,7 +130,8 @@ def merge_dvc_yaml(path: Path, result: InitResult) -> None:
     if not isinstance(stages, dict):
         raise DlmGitError(str(path), "'stages' is not a mapping", "fix dvc.yaml first")
     added = []
-    for name, body in STAGES.items():
+    wanted = {**STAGES, **({"sign": SIGN_STAGE} if sign else {})}
+    for name, body in wanted.items():
         if name not in stages:
             stages[name] = body
             added.append(name)
@@ -213,7 +215,9 @@ def dvc_init(root: Path, result: InitResult) -> None:
     result.changes.append(".dvc/: dvc init")
 
 
-def run_init(cwd: Path, doc_name: str | None, install_hooks: bool = True) -> InitResult:
+def run_init(
+    cwd: Path, doc_name: str | None, install_hooks: bool = True, sign: bool = False
+) -> InitResult:
     if doc_name is not None and not NAME_RE.match(doc_name):
         raise DlmGitError(
             "--doc", f"'{doc_name}' is not a valid document name", "use letters, digits, . _ -"
@@ -224,7 +228,7 @@ def run_init(cwd: Path, doc_name: str | None, install_hooks: bool = True) -> Ini
     require_training_stack("dlm-git init", "dvc", "ruamel.yaml")
     result = InitResult()
     dvc_init(root, result)
-    merge_dvc_yaml(root / "dvc.yaml", result)
+    merge_dvc_yaml(root / "dvc.yaml", result, sign)
     merge_params(root / "params.yaml", doc_name, result)
     merge_gitignore(root / ".gitignore", result)
     if doc_name is not None:

@@ -92,6 +92,18 @@ STAGES: dict[str, Any] = {
     },
 }
 
+SIGN_STAGE: dict[str, Any] = {
+    "foreach": "${documents}",
+    "do": {
+        # the key comes from $DLM_GIT_SIGNING_KEY or `git config dlm-git.signingKey` on this
+        # machine, never from a file committed to git; without one the stage signs nothing
+        "cmd": "dlm-git sign --doc ${item} --if-configured",
+        "deps": ["${item}/adapter", "${item}/manifest.json", "${item}/dlm.lock"],
+    },
+}
+"""`sign@<doc>` (added by `dlm-git init --sign`): writes `<doc>/dlm.sig` after training.
+No outs: the signature is committed to git, and a machine without a key skips it."""
+
 GITIGNORE_LINES = (
     "# dlm-git: machine-local state (token cache, run records)",
     ".dlm-git/",
