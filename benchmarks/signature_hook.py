@@ -1,0 +1,113 @@
+"""What signature checking adds to the pre-commit hook, per document.
+
+Builds a git + DVC repository of N tiny documents (`dlm-git init`'s starter, `max_steps:
+1`), trains them with `dvc repro`, signs every document (`dlm-git sign`, a key from
+`dlm-git keygen`), trusts the key (`git config dlm-git.trustedKeys`) and commits. Then
+the everyday change: every document's `.dlm` edited, `dvc repro`, `dlm-git sign`, `git
+add -A`, so the hook checks all N documents and their fresh signatures.
+
+Timed, alternating, REPS times each after one untimed round (medians):
+- off: `python -m dlm_git.hooks.pre_commit` with `dlm-git.requireSignature false`;
+- on:  the same with `dlm-git.requireSignature true` (cryptography imported, the trusted
+  keys and HEAD's policy read, every bundle parsed, its ECDSA signature and binding checked).
+Prints (on - off) / N against the target (<= 30 ms per document) and the ratio on/off.
+Always exits 0.
+
+    .venv/bin/python benchmarks/signature_hook.py [--docs 1,10] [--reps 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_MS = 30.0
+
+
+def sh(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "DVC_NO_ANALYTICS": "1"}
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull})
+    proc = subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def dlm(cwd: Path, *args: str) -> None:
+    sh(cwd, sys.executable, "-m", "dlm_git", *args)
+
+
+def build(root: Path, ndocs: int, key: Path) -> Path:
+    repo = root / f"repo-{ndocs}"
+    repo.mkdir()
+    sh(repo, "git", "init", "-q")
+    sh(repo, "git", "config", "user.email", "bench@dlm-git.invalid")
+    sh(repo, "git", "config", "user.name", "bench")
+    docs = [f"d{i:02d}" for i in range(ndocs)]
+    for doc in docs:
+        dlm(repo, "init", "--doc", doc, "--no-hooks")
+        text = (repo / doc / f"{doc}.dlm").read_text("utf-8")
+        (repo / doc / f"{doc}.dlm").write_text(text.replace("max_steps: 20", "max_steps: 1"))
+    sh(repo, sys.executable, "-m", "dvc", "repro")
+    dlm(repo, "sign", "--key", str(key))
+    dlm(repo, "hooks", "install")
+    sh(repo, "git", "config", "dlm-git.trustedKeys", str(key.with_name("dlm-signing-key.pub.pem")))
+    sh(repo, "git", "add", "-A")
+    sh(repo, "git", "commit", "-q", "-m", "trained and signed")
+    for doc in docs:  # the everyday change, on every document
+        path = repo / doc / f"{doc}.dlm"
+        path.write_text(path.read_text("utf-8") + "\nOne more line of prose.\n", "utf-8")
+    sh(repo, sys.executable, "-m", "dvc", "repro")
+    dlm(repo, "sign", "--key", str(key))
+    sh(repo, "git", "add", "-A")
+    return repo
+
+
+def hook_ms(repo: Path) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlm_git.hooks.pre_commit"], cwd=repo, capture_output=True
+    )
+    elapsed = (time.perf_counter() - started) * 1000
+    if proc.returncode != 0:
+        raise SystemExit(f"the hook refused the change:\n{proc.stderr.decode()}")
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--docs", default="1,10")
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dlm-sighook-") as tmp:
+        root = Path(tmp)
+        dlm(root, "keygen", "--out", str(root / "keys"))
+        key = root / "keys" / "dlm-signing-key.pem"
+        for n in (int(x) for x in args.docs.split(",")):
+            repo = build(root, n, key)
+            times: dict[str, list[float]] = {"off": [], "on": []}
+            for rep in range(args.reps + 1):
+                for mode in ("off", "on"):
+                    value = "true" if mode == "on" else "false"
+                    sh(repo, "git", "config", "dlm-git.requireSignature", value)
+                    ms = hook_ms(repo)
+                    if rep:
+                        times[mode].append(ms)
+            off, on = statistics.median(times["off"]), statistics.median(times["on"])
+            per_doc = (on - off) / n
+            verdict = "PASS" if per_doc <= TARGET_MS else "FAIL"
+            print(f"{n} document(s): off {off:.1f} ms, on {on:.1f} ms (medians of {args.reps})")
+            print(f"  ratio on/off {on / off:.3f}; signatures add {per_doc:.1f} ms per document")
+            print(f"  {verdict}: target <= {TARGET_MS:.0f} ms per document")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
