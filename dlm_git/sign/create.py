@@ -93,7 +93,14 @@ def sign_document(target: Path, key: Path) -> Path:
 
 
 def _model_signing(doc_dir: Path, key: Path, ignore: list[str]) -> bytes:
-    from model_signing import hashing, signing
+    try:
+        from model_signing import hashing, signing
+    except ImportError as exc:  # model_signing, or the pyOpenSSL it imports undeclared
+        raise SignError(
+            "dlm-git sign",
+            f"needs the sign extra ({exc.name or 'model_signing'} is not installed)",
+            "pip install -c requirements/constraints.txt 'dlm-git[sign]'",
+        ) from None
 
     fd, tmp = tempfile.mkstemp(prefix=".dlm-sig.", dir=doc_dir.parent)
     os.close(fd)
