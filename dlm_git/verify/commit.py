@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -195,10 +195,11 @@ def verify_commit_doc(
     if signing is not None and len(dlms) == 1:
         signature = blobs.get(f"{sha}:{prefix}{SIGNATURE_NAME}")
         expected = signed_digests(files, dlms[0].rsplit("/", 1)[-1], manifest)
-        decision = judge(signature, expected, signing.keys(), signing.required)
+        keys = signing.keys() if signature is not None else []  # unsigned: nothing to load
+        decision = judge(signature, expected, keys, signing.required)
         for name, ok, detail in decision.checks:
             checks.add(name, ok, detail)
-        notes.extend(f"signature: {n}" for n in decision.notes)
+        notes.extend(f"signature: {n}" for n in [*decision.notes, *signing.ignored])
     adapter_sha = manifest.adapter.files.get("adapter_model.safetensors") if manifest else None
     failed_for_absence_only = unavailable and all(
         c.ok or c.name in UNAVAILABLE_CHECKS or "not available" in c.detail for c in checks.items
@@ -224,11 +225,14 @@ class Signing:
     sha: str
     required: bool
     _keys: list[TrustedKey] | None = None
+    ignored: list[str] = field(default_factory=list)
+    """Policy files that are not EC public keys (reported, never trusted)."""
 
     def keys(self) -> list[TrustedKey]:
         if self._keys is None:
-            policy, _ = policy_keys(self.root, gitio.first_parent(self.sha, self.root))
+            policy, bad = policy_keys(self.root, gitio.first_parent(self.sha, self.root))
             self._keys = [*configured_keys(self.root), *policy]
+            self.ignored = [f"{path} is not an EC public key: ignored" for path in bad]
         return self._keys
 
 

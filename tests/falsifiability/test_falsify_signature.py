@@ -319,3 +319,18 @@ def test_the_pre_push_hook_refuses_an_untrusted_signature(hooked: Signed, tmp_pa
     forge.commit("signed by mallory, committed past the hooks")
     proc = sh(root, "git", "push", "-q", "origin", branch)
     assert proc.returncode == 1 and "signature.trusted" in proc.stderr, proc.stderr
+
+
+def test_a_policy_file_that_is_no_key_is_reported_never_trusted(
+    forge: Any, keys: dict[str, tuple[Path, Path]]
+) -> None:
+    s = Signed(forge, keys)
+    forge.write(".dlm-keys/junk.pem", b"-----BEGIN PUBLIC KEY-----\nnot a key\n")
+    forge.write(".dlm-keys/alice.pem", keys["alice"][1].read_bytes())
+    forge.commit("policy")
+    s.sign("alice")
+    forge.commit("signed by alice, trusted by the parent's policy")
+    result = s.verify()
+    assert result.code == 0 and result.verdict == "VERIFIED", result.explain()
+    notes = result.doc.get("notes", [])
+    assert any(".dlm-keys/junk.pem is not an EC public key" in n for n in notes), notes
