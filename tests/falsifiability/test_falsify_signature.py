@@ -78,47 +78,25 @@ def test_a_signed_commit_verifies_and_the_stock_cli_agrees(signed: Signed) -> No
     result = signed.verify()
     assert result.code == 0 and result.verdict == "VERIFIED", result.explain()
     names = [c["name"] for c in result.checks if c["name"].startswith("signature.")]
-    assert names == [  # the order of docs/verify.md
+    assert names == [
         "signature.present",
         "signature.valid",
         "signature.trusted",
         "signature.binding",
     ]
-    stock = Path(sys.executable).parent / "model_signing"
-    proc = subprocess.run(
-        [
-            str(stock),
-            "verify",
-            "key",
-            DOC,
-            "--signature",
-            SIG,
-            "--public_key",
-            str(signed.keys["alice"][1]),
-        ],
-        cwd=signed.forge.root,
-        capture_output=True,
-        text=True,
-    )
+    proc = stock_verify(signed.forge.root, signed.keys["alice"][1])
     assert proc.returncode == 0 and "Verification succeeded" in proc.stdout, (
         proc.stdout + proc.stderr
     )
-    proc = subprocess.run(
-        [
-            str(stock),
-            "verify",
-            "key",
-            DOC,
-            "--signature",
-            SIG,
-            "--public_key",
-            str(signed.keys["mallory"][1]),
-        ],
-        cwd=signed.forge.root,
-        capture_output=True,
-        text=True,
-    )
+    proc = stock_verify(signed.forge.root, signed.keys["mallory"][1])
     assert proc.returncode != 0, proc.stdout
+
+
+def stock_verify(root: Path, public_key: Path) -> subprocess.CompletedProcess[str]:
+    """The model_signing package's own CLI, as a user runs it after `dvc pull`."""
+    stock = Path(sys.executable).parent / "model_signing"
+    args = ["verify", "key", DOC, "--signature", SIG, "--public_key", str(public_key)]
+    return subprocess.run([str(stock), *args], cwd=root, capture_output=True, text=True)
 
 
 def test_unsigned_is_reported_and_fails_only_when_required(forge: Any) -> None:
