@@ -365,19 +365,13 @@ class Checker:
         return self._keys if self._required else None
 
     def check_signature(self, s: DocState, m: dict[str, Any]) -> None:
-        from dlm_git.hashing import sha256_bytes
-        from dlm_git.sign.bundle import ADAPTER_FILES
+        from dlm_git.sign.bundle import ADAPTER_FILES, signed_digests
         from dlm_git.sign.judge import judge
 
-        assert s.dlm_name is not None and s.dlm is not None
-        expected: dict[str, str | None] = {
-            posixpath.basename(s.dlm_name): sha256_bytes(s.dlm),
-            LOCK_NAME: sha256_bytes(s.lock) if s.lock is not None else None,
-            MANIFEST_NAME: sha256_bytes(s.manifest) if s.manifest is not None else None,
-        }
-        for name in ADAPTER_FILES:
-            sha = _field(m, "adapter", "files", name, "sha256")
-            expected[f"{ADAPTER_DIR}/{name}"] = sha if isinstance(sha, str) else None
+        assert s.dlm_name is not None
+        recorded = {n: _field(m, "adapter", "files", n, "sha256") for n in ADAPTER_FILES}
+        name = posixpath.basename(s.dlm_name)
+        expected = signed_digests(name, s.dlm, s.lock, s.manifest, recorded)
         decision = judge(s.signature, expected, self.signing_keys() or [], required=True)
         for name, ok, detail in decision.checks:
             if not ok:

@@ -44,6 +44,28 @@ def signed_files(dlm_name: str) -> tuple[str, ...]:
     return (dlm_name, LOCK_NAME, MANIFEST_NAME, *(f"{ADAPTER_DIR}/{n}" for n in ADAPTER_FILES))
 
 
+def signed_digests(
+    dlm_name: str,
+    dlm: bytes | None,
+    lock: bytes | None,
+    manifest: bytes | None,
+    adapter: Mapping[str, object],
+) -> dict[str, str | None]:
+    """The sha256 each signed file must have: the records' own bytes, and the adapter
+    files as the manifest records them (`adapter`: file name -> recorded sha256); None
+    where there is nothing to compare (absent, or not a digest)."""
+    from dlm_git.hashing import sha256_bytes
+
+    def sha(data: bytes | None) -> str | None:
+        return sha256_bytes(data) if data is not None else None
+
+    out = {dlm_name: sha(dlm), LOCK_NAME: sha(lock), MANIFEST_NAME: sha(manifest)}
+    for name in ADAPTER_FILES:
+        recorded = adapter.get(name)
+        out[f"{ADAPTER_DIR}/{name}"] = recorded if isinstance(recorded, str) else None
+    return out
+
+
 @dataclass(frozen=True)
 class Bundle:
     key_hint: str

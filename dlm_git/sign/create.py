@@ -23,7 +23,7 @@ from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes, fsync_dir
 from dlm_git.hashing import sha256_file
 from dlm_git.layout import ADAPTER_DIR, OUTPUT_NAMES, DocLayout, find_document
-from dlm_git.sign.bundle import ADAPTER_FILES, BundleError, parse_bundle
+from dlm_git.sign.bundle import ADAPTER_FILES, BundleError, parse_bundle, signed_digests
 
 PRIVATE_NAME = "dlm-signing-key.pem"
 PUBLIC_NAME = "dlm-signing-key.pub.pem"
@@ -35,20 +35,14 @@ class SignError(DlmGitError):
 
 
 def recorded_digests(layout: DocLayout, dlm_name: str) -> dict[str, str | None]:
-    """The sha256 each signed file must have: the records' own bytes, and the adapter
-    files as `manifest.json` records them."""
+    """The sha256 each signed file must have, read from the work tree's records."""
     from dlm_git.manifest.records import read_manifest_bytes
 
-    manifest = read_manifest_bytes(layout.manifest.read_bytes(), str(layout.manifest))
-    out: dict[str, str | None] = {
-        dlm_name: sha256_file(layout.doc_path),
-        layout.lock.name: sha256_file(layout.lock),
-        layout.manifest.name: sha256_file(layout.manifest),
-    }
-    for name in ADAPTER_FILES:
-        rec = manifest.adapter.files.get(name)
-        out[f"{ADAPTER_DIR}/{name}"] = rec.sha256 if rec is not None else None
-    return out
+    manifest_bytes = layout.manifest.read_bytes()
+    manifest = read_manifest_bytes(manifest_bytes, str(layout.manifest))
+    recorded = {n: f.sha256 for n, f in manifest.adapter.files.items()}
+    dlm, lock = layout.doc_path.read_bytes(), layout.lock.read_bytes()
+    return signed_digests(dlm_name, dlm, lock, manifest_bytes, recorded)
 
 
 def _ignored(doc_dir: Path, signed: set[str]) -> list[str]:

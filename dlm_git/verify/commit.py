@@ -20,11 +20,11 @@ Invariants:
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dlm_git import gitio, revdoc
 from dlm_git.docset import (
@@ -39,10 +39,9 @@ from dlm_git.docset import (
 )
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out, parse_dvc_lock
 from dlm_git.errors import DlmGitError, UsageError
-from dlm_git.hashing import sha256_bytes
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME
 from dlm_git.safeparse import TooDeep
-from dlm_git.sign.bundle import ADAPTER_FILES
+from dlm_git.sign.bundle import signed_digests
 from dlm_git.sign.judge import judge
 from dlm_git.sign.trust import TrustedKey, configured_keys, policy_keys
 from dlm_git.verify.checks import (
@@ -194,7 +193,14 @@ def verify_commit_doc(
         checks.add("doc.sha256", False, f"expected one .dlm in {doc_rel}, found {len(dlms)}")
     if signing is not None and len(dlms) == 1:
         signature = blobs.get(f"{sha}:{prefix}{SIGNATURE_NAME}")
-        expected = signed_digests(files, dlms[0].rsplit("/", 1)[-1], manifest)
+        recorded = {n: f.sha256 for n, f in manifest.adapter.files.items()} if manifest else {}
+        expected = signed_digests(
+            posixpath.basename(dlms[0]),
+            files.dlm_bytes,
+            files.lock_bytes,
+            files.manifest_bytes,
+            recorded,
+        )
         keys = signing.keys() if signature is not None else []  # unsigned: nothing to load
         decision = judge(signature, expected, keys, signing.required)
         for name, ok, detail in decision.checks:
@@ -234,24 +240,6 @@ class Signing:
             self._keys = [*configured_keys(self.root), *policy]
             self.ignored = [f"{path} is not an EC public key: ignored" for path in bad]
         return self._keys
-
-
-def signed_digests(files: DocFiles, dlm_name: str, manifest: Any) -> dict[str, str | None]:
-    """The sha256 each signed file must have at this commit: the records' own bytes, and
-    the adapter files as the manifest records them."""
-
-    def sha(data: bytes | None) -> str | None:
-        return sha256_bytes(data) if data is not None else None
-
-    out = {
-        dlm_name: sha(files.dlm_bytes),
-        LOCK_NAME: sha(files.lock_bytes),
-        MANIFEST_NAME: sha(files.manifest_bytes),
-    }
-    for name in ADAPTER_FILES:
-        rec = manifest.adapter.files.get(name) if manifest is not None else None
-        out[f"{ADAPTER_DIR}/{name}"] = rec.sha256 if rec is not None else None
-    return out
 
 
 class NoDocuments(DlmGitError):
