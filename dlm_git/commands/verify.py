@@ -47,6 +47,12 @@ def verify(
         help="A missing or untrusted signature fails (default: reported). Trusted keys:"
         " git config dlm-git.trustedKeys and .dlm-keys/ in the commit's parent.",
     ),
+    fetch: bool = typer.Option(
+        False,
+        "--fetch",
+        help="Fetch the adapter (and, for --level segments, the segments) from this work"
+        " tree's DVC remote where the cache lacks them.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that recorded hashes are what the inputs and outputs really are."""
@@ -67,6 +73,10 @@ def verify(
             raise UsageError("verify", "--worktree needs --doc PATH")
         if level != "hash":
             raise UsageError("verify", "--worktree supports --level hash only")
+        if fetch:
+            raise UsageError(
+                "verify", "--fetch verifies a commit", "use `dvc pull` for the work tree"
+            )
         from dlm_git.verify.worktree import verify_worktree
 
         reports = [verify_worktree(doc, use_dvc=not no_dvc, tiny_dir=tiny_dir)]
@@ -75,7 +85,10 @@ def verify(
         from dlm_git.verify.commit import verify_commit
 
         root = toplevel(Path.cwd())
-        reports = verify_commit(root, commit, doc, require_signature=require_signature)
+        outs = ("adapter", "segments") if level == "segments" else ("adapter",)
+        reports = verify_commit(
+            root, commit, doc, require_signature=require_signature, fetch=outs if fetch else ()
+        )
         if level != "hash":
             from dlm_git.verify.replay import replay_reports
 

@@ -253,10 +253,13 @@ def verify_commit(
     *,
     build_base: bool = True,
     require_signature: bool = False,
+    fetch: tuple[str, ...] = (),
 ) -> list[DocReport]:
     """Hash-level reports for `rev`'s documents. `build_base=False` (the git hooks) never
     builds builtin:tiny: without a built base those checks are CANNOT_VERIFY.
-    `require_signature`: a missing or untrusted signature fails (else it is a note)."""
+    `require_signature`: a missing or untrusted signature fails (else it is a note).
+    `fetch`: the directory outs (`adapter`, `segments`) to fetch from the DVC remote
+    first where the cache lacks them (`dlm_git.verify.fetch`)."""
     sha = gitio.resolve_commit(rev, root)
     if sha is None:
         raise UsageError("verify", f"'{rev}' is not a commit", "give a commit, branch or tag")
@@ -272,13 +275,21 @@ def verify_commit(
         raise NoDocuments("verify", f"commit {sha[:12]} has no .dlm documents")
     reports = []
     signing = Signing(root, sha, require_signature)
+    dvc_lock = gitio.cat_files([f"{sha}:dvc.lock"], root).get(f"{sha}:dvc.lock") if fetch else None
     for rel in docs:
+        fetched: list[str] = []
+        if fetch:
+            from dlm_git.verify.fetch import fetch_outs
+
+            fetched = fetch_outs(root, dvc_lock, rel, fetch)
         with tempfile.TemporaryDirectory(prefix="dlm-git-verify-") as tmp:
             ok, detail, fix = assess(params, tree, rel)
             listing = (ok, detail if ok else f"{detail} (hint: {fix})")
-            reports.append(
-                verify_commit_doc(root, sha, rel, Path(tmp), build_base, None, listing, signing)
+            report = verify_commit_doc(
+                root, sha, rel, Path(tmp), build_base, None, listing, signing
             )
+        report.notes[:0] = fetched
+        reports.append(report)
     if problems:
         reports.append(
             DocReport(

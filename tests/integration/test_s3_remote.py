@@ -112,3 +112,57 @@ def _md5_of(path: Path) -> str:
     import hashlib
 
     return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_verify_fetch_brings_exactly_the_adapter(
+    trainer: Path, s3: S3Server, tmp_path: Path
+) -> None:
+    auditor = clone(trainer, tmp_path / "auditor")
+    report = verify(auditor, s3, "--fetch")
+    assert report["verdict"] == "VERIFIED", report
+    assert any("fetched from the DVC remote" in n for n in report["notes"]), report
+    cached = {p.name for p in (auditor / ".dvc" / "cache").rglob("*") if p.is_file()}
+    tokens = _out_md5(trainer, f"{DOC}/tokens")
+    assert tokens[2:] not in cached  # only what the check needs
+    again = verify(auditor, s3, "--fetch")  # everything cached now: nothing fetched
+    assert again["verdict"] == "VERIFIED" and not any(
+        "--fetch" in n for n in again.get("notes", [])
+    )
+
+
+def test_verify_fetch_without_a_remote_is_a_note_then_cannot_verify(
+    trainer: Path, s3: S3Server, tmp_path: Path
+) -> None:
+    auditor = clone(trainer, tmp_path / "auditor")
+    ok(dvc(auditor, s3, "remote", "modify", "storage", "url", f"s3://{s3.bucket}/elsewhere"))
+    report = verify(auditor, s3, "--fetch")
+    assert report["verdict"] == "CANNOT_VERIFY", report
+    assert any("is not on the DVC remote" in n for n in report["notes"]), report
+
+
+def _out_md5(repo: Path, path: str) -> str:
+    import yaml
+
+    lock = yaml.safe_load((repo / "dvc.lock").read_text("utf-8"))
+    for stage in lock["stages"].values():
+        for out in stage.get("outs", []):
+            if out["path"] == path:
+                return str(out["md5"])
+    raise KeyError(path)
+
+
+def test_verify_fetch_never_fetches_what_a_malformed_record_names(
+    trainer: Path, s3: S3Server, tmp_path: Path
+) -> None:
+    auditor = clone(trainer, tmp_path / "auditor")
+    md5 = _out_md5(auditor, f"{DOC}/adapter")
+    lock = (auditor / "dvc.lock").read_text("utf-8").replace(md5, "../../../etc/passwd.dir")
+    (auditor / "dvc.lock").write_text(lock, "utf-8")
+    git(auditor, "commit", "-qam", "a hostile md5")
+    report = verify(auditor, s3, "--fetch")
+    assert report["verdict"] == "FAILED", report
+    assert [c["name"] for c in report["checks"] if not c["ok"]] == ["dvc.binding"], report
+    assert not any(n.startswith("--fetch") for n in report.get("notes", [])), report
+    assert not (auditor / ".dvc" / "cache").exists() or not any(
+        (auditor / ".dvc" / "cache").rglob("*.dir")
+    )
