@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from dlm_git import gitio
-from dlm_git.errors import DlmGitError, EnvironmentFailure
+from dlm_git.errors import DlmGitError, EnvironmentFailure, UsageError
 from dlm_git.hooks.findings import require_signature, strict_mode
 
 ZERO = "0" * 40
@@ -45,18 +45,23 @@ def framework_tips(root: Path) -> list[str]:
 
 
 def run(cwd: Path, stdin: str) -> int:
-    from dlm_git.verify.commit import NoDocuments, verify_commit
+    from dlm_git.verify.commit import NoDocuments, is_params_report, verify_commit
+    from dlm_git.verify.remote import adapter_objects
     from dlm_git.verify.report import CANNOT_VERIFY
 
     root = gitio.toplevel(cwd)
     strict = strict_mode(root)
     signed = require_signature(root)
     errors = warnings = 0
+    objects: dict[str, list[str]] = {}
     for sha in pushed_tips(stdin) or framework_tips(root):
         try:
             reports = verify_commit(root, sha, None, build_base=False, require_signature=signed)
         except NoDocuments:
             continue
+        docs = [r.doc for r in reports if not is_params_report(r)]
+        for doc, md5s in adapter_objects(root, sha, docs).items():
+            objects[f"{doc}@{sha[:12]}"] = md5s
         for r in reports:
             if r.ok:
                 continue
@@ -69,10 +74,48 @@ def run(cwd: Path, stdin: str) -> int:
                 f"dlm-git: {level} {r.doc}@{sha[:12]}: {r.verdict} ({what}) "
                 f"(run `dlm-git verify {sha[:12]}` for details)\n"
             )
+    e, w = check_remote(root, objects)
+    errors, warnings = errors + e, warnings + w
     if errors or warnings:
         verdict = "push refused" if errors else "ok"
         sys.stderr.write(f"dlm-git: {errors} error(s), {warnings} warning(s): {verdict}\n")
     return 1 if errors else 0
+
+
+REMOTE_CHECK = "dlm-git.remoteCheck"
+REMOTE_MODES = ("refuse", "warn", "off")
+
+
+def check_remote(root: Path, objects: dict[str, list[str]]) -> tuple[int, int]:
+    """(errors, warnings) of the remote check: a pushed commit whose adapter objects are not
+    on the default DVC remote cannot be verified by anyone else. `git config
+    dlm-git.remoteCheck refuse|warn|off` (default refuse); no DVC remote at all is a WARN."""
+    mode = (gitio.config_get(REMOTE_CHECK, root) or "refuse").lower()
+    if mode not in REMOTE_MODES:
+        raise UsageError(f"git config {REMOTE_CHECK}", f"'{mode}' is not one of refuse, warn, off")
+    if mode == "off" or not objects:
+        return 0, 0
+    from dlm_git.verify.remote import RemoteQueryError, default_remote, query_remote
+
+    if default_remote(root) is None:
+        sys.stderr.write(
+            "dlm-git: WARN no default DVC remote: the pushed adapters cannot be fetched by"
+            " others (hint: dvc remote add -d NAME URL && dvc push)\n"
+        )
+        return 0, 1
+    try:
+        state = query_remote(root, objects)
+    except RemoteQueryError as exc:  # not knowing is not "missing": say so, refuse nothing
+        sys.stderr.write(f"dlm-git: WARN {exc.one_line()}\n")
+        return 0, 1
+    level = "ERROR" if mode == "refuse" else "WARN"
+    for where, md5s in state.missing.items():
+        sys.stderr.write(
+            f"dlm-git: {level} {where}: {len(md5s)} adapter object(s) not on DVC remote"
+            f" '{state.remote}' (hint: dvc push; or git config {REMOTE_CHECK} warn)\n"
+        )
+    n = len(state.missing)
+    return (n, 0) if level == "ERROR" else (0, n)
 
 
 def main() -> int:

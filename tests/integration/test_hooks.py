@@ -751,7 +751,9 @@ def test_pre_push_verifies_pushed_commits(repo: Path, tmp_path: Path) -> None:
     good = head(repo)
     proc = sh(repo, "git", "push", "-q", "origin", "HEAD:main", check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "dlm-git" not in proc.stderr
+    assert "dlm-git: ERROR" not in proc.stderr
+    # the one thing said: the adapter is on no DVC remote, so no one else can fetch it
+    assert "dlm-git: WARN no default DVC remote" in proc.stderr, proc.stderr
     assert git(remote, "rev-parse", "main").strip() == good
 
     # A record edited past the pre-commit hook (--no-verify) is caught on push.

@@ -166,3 +166,45 @@ def test_verify_fetch_never_fetches_what_a_malformed_record_names(
     assert not (auditor / ".dvc" / "cache").exists() or not any(
         (auditor / ".dvc" / "cache").rglob("*.dir")
     )
+
+
+def pre_push(repo: Path, s3: S3Server) -> subprocess.CompletedProcess[str]:
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    line = f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n"
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "DVC_NO_ANALYTICS": "1", **s3.env}
+    return subprocess.run(
+        [sys.executable, "-m", "dlm_git.hooks.pre_push", "origin", "x"],
+        cwd=repo,
+        input=line,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_pre_push_hook_refuses_adapters_that_are_not_on_the_remote(
+    trainer: Path, s3: S3Server, tmp_path: Path
+) -> None:
+    import shutil
+
+    proc = pre_push(trainer, s3)  # pushed to S3 by the fixture
+    assert proc.returncode == 0 and "dlm-git" not in proc.stderr, proc.stderr
+    repo = tmp_path / "work"
+    shutil.copytree(trainer, repo, symlinks=True)
+    doc = repo / DOC / f"{DOC}.dlm"
+    doc.write_text(doc.read_text("utf-8").replace("max_steps: 2", "max_steps: 3"), "utf-8")
+    ok(dvc(repo, s3, "repro"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "retrained, not pushed to the DVC remote")
+    proc = pre_push(repo, s3)
+    assert proc.returncode == 1, proc.stderr
+    assert "adapter object(s) not on DVC remote 'storage'" in proc.stderr, proc.stderr
+    git(repo, "config", "dlm-git.remoteCheck", "warn")
+    proc = pre_push(repo, s3)
+    assert proc.returncode == 0 and "dlm-git: WARN" in proc.stderr, proc.stderr
+    git(repo, "config", "dlm-git.remoteCheck", "refuse")
+    ok(dvc(repo, s3, "push"))
+    proc = pre_push(repo, s3)
+    assert proc.returncode == 0 and "dlm-git" not in proc.stderr, proc.stderr
