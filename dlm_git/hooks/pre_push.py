@@ -59,7 +59,8 @@ def run(cwd: Path, stdin: str) -> int:
             reports = verify_commit(root, sha, None, build_base=False, require_signature=signed)
         except NoDocuments:
             continue
-        docs = [r.doc for r in reports if not is_params_report(r)]
+        # a refused commit is refused already: only the ones that verify are asked after
+        docs = [r.doc for r in reports if r.ok and not is_params_report(r)]
         for doc, md5s in adapter_objects(root, sha, docs).items():
             objects[f"{doc}@{sha[:12]}"] = md5s
         for r in reports:
