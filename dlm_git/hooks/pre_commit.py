@@ -358,10 +358,10 @@ class Checker:
         if self._required is None:
             self._required = require_signature(self.root)
             if self._required:
-                from dlm_git.sign.trust import configured_keys, policy_keys
+                from dlm_git.sign.trust import trusted_keys
 
                 head = gitio.resolve_commit("HEAD", self.root)
-                self._keys = [*configured_keys(self.root), *policy_keys(self.root, head)[0]]
+                self._keys = trusted_keys(self.root, head)[0]
         return self._keys if self._required else None
 
     def check_signature(self, s: DocState, m: dict[str, Any]) -> None:

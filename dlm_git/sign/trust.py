@@ -74,6 +74,13 @@ def configured_keys(root: Path) -> list[TrustedKey]:
     return keys
 
 
+def trusted_keys(root: Path, parent: str | None) -> tuple[list[TrustedKey], list[str]]:
+    """The keys that judge a commit whose first parent is `parent` (the commit being made:
+    HEAD): the auditor's own, then the parent's policy; and the policy files ignored."""
+    policy, bad = policy_keys(root, parent)
+    return [*configured_keys(root), *policy], bad
+
+
 def policy_keys(root: Path, commit: str | None) -> tuple[list[TrustedKey], list[str]]:
     """The committed policy's keys at `commit` (the judged commit's parent), and the
     policy files that are not EC public keys (reported, never trusted)."""

@@ -43,7 +43,7 @@ from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME
 from dlm_git.safeparse import TooDeep
 from dlm_git.sign.bundle import signed_digests
 from dlm_git.sign.judge import judge
-from dlm_git.sign.trust import TrustedKey, configured_keys, policy_keys
+from dlm_git.sign.trust import TrustedKey, trusted_keys
 from dlm_git.verify.checks import (
     Check,
     Checks,
@@ -95,7 +95,7 @@ def copy_out(root: Path, dvc_lock: bytes | None, doc_rel: str, name: str, dest: 
     if dvc_lock is None:
         return f"the commit has no dvc.lock recording {name}/"
     lock = parse_dvc_lock(dvc_lock)
-    out_path = name if doc_rel in ("", ".") else f"{doc_rel}/{name}"
+    out_path = revdoc.prefix_of(doc_rel) + name
     out = find_out(lock, out_path)
     if out is None:
         return f"the commit's dvc.lock records no {out_path}"
@@ -236,8 +236,8 @@ class Signing:
 
     def keys(self) -> list[TrustedKey]:
         if self._keys is None:
-            policy, bad = policy_keys(self.root, gitio.first_parent(self.sha, self.root))
-            self._keys = [*configured_keys(self.root), *policy]
+            parent = gitio.first_parent(self.sha, self.root)
+            self._keys, bad = trusted_keys(self.root, parent)
             self.ignored = [f"{path} is not an EC public key: ignored" for path in bad]
         return self._keys
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from dlm_git import revdoc
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out, parse_dvc_lock
 
 
@@ -35,7 +36,7 @@ def fetch_outs(root: Path, dvc_lock: bytes | None, doc_rel: str, names: Iterable
     notes: list[str] = []
     repo: Any = None
     for name in names:
-        out_path = name if doc_rel in ("", ".") else f"{doc_rel}/{name}"
+        out_path = revdoc.prefix_of(doc_rel) + name
         try:
             out = find_out(lock, out_path)
             if out is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm_git import gitio
+from dlm_git import gitio, revdoc
 from dlm_git.dvcfiles import DvcRecordError, dir_listing, find_out, parse_dvc_lock
 from dlm_git.errors import DlmGitError
 from dlm_git.layout import ADAPTER_DIR
@@ -44,7 +44,7 @@ def adapter_objects(root: Path, sha: str, docs: list[str]) -> dict[str, list[str
         return {}
     out: dict[str, list[str]] = {}
     for doc in docs:
-        path = ADAPTER_DIR if doc in ("", ".") else f"{doc}/{ADAPTER_DIR}"
+        path = revdoc.prefix_of(doc) + ADAPTER_DIR
         try:
             rec = find_out(lock, path)
             listing = dir_listing(root, rec.md5) if rec is not None else None
