@@ -10,7 +10,9 @@ import typer
 from dlm_git.errors import UsageError
 from dlm_git.layout import MANIFEST_NAME
 from dlm_git.lock.decision import LockMode
+from dlm_git.lock.schema import Lock
 from dlm_git.output import emit_json
+from dlm_git.topology import FLAG, check_nproc
 
 LOCK_MODES: dict[str, LockMode] = {
     "default": "default",
@@ -42,6 +44,12 @@ def train(
     ),
     segment_every: int | None = typer.Option(
         None, "--segment-every", help="Segment snapshot interval in steps (0: none)."
+    ),
+    nproc: int = typer.Option(
+        1,
+        "--nproc",
+        help="Data-parallel processes through torch.distributed (gloo on cpu, NCCL on cuda),"
+        " 1-64; recorded in dlm.lock.",
     ),
     accept_license: bool = typer.Option(
         False, "--accept-license", help="Accept the base model's license (recorded in the lock)."
@@ -87,6 +95,7 @@ def train(
         raise UsageError("train", f"unknown --device '{device}'", "use auto, cpu, cuda or mps")
     if segment_every is not None and segment_every < 0:
         raise UsageError("train", "--segment-every must be 0 or more")
+    check_nproc(nproc)
     if numerics is not None and numerics != "auto":
         from dlm_git.numerics import profile_named
 
@@ -102,6 +111,7 @@ def train(
         base_dir=base_dir,
         numerics=numerics,
         segment_every=segment_every,
+        nproc=nproc,
     )
     outcome = run_train(doc, options)
     m = outcome.manifest
@@ -134,7 +144,7 @@ def train(
     typer.echo(
         f"  determinism      {outcome.lock.determinism_class} on {outcome.lock.hardware_tier},"
         f" numerics {outcome.lock.determinism_flags.get('numerics')}"
-        f" (threads={outcome.lock.determinism_flags.get('threads')})"
+        f" (threads={outcome.lock.determinism_flags.get('threads')}{_ranks(outcome.lock)})"
     )
     typer.echo(
         f"  final loss       {float.fromhex(m.training.final_loss_hex):.6f}"
@@ -149,3 +159,10 @@ def train(
         typer.echo("  lock             not written (--ignore-lock)")
     run = outcome.run_record
     typer.echo(f"  wall             {run['wall_seconds']} s ({run['tokens_per_second']} tok/s)")
+
+
+def _ranks(lock: Lock) -> str:
+    topo = lock.determinism_flags.get(FLAG)
+    if not isinstance(topo, dict):
+        return ""
+    return f", {topo.get('world_size')} ranks over {topo.get('backend')}"

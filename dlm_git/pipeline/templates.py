@@ -33,6 +33,7 @@ DEFAULT_PIPELINE_PARAMS: dict[str, Any] = {
     "device": "cpu",
     "numerics": "auto",
     "threads": 2,
+    "nproc": 1,
 }
 
 STAGES: dict[str, Any] = {
@@ -60,6 +61,7 @@ STAGES: dict[str, Any] = {
                 f"dlm-git train ${{item}} --tiny-dir {TINY_DIR} --quiet"
                 " --lock-mode ${pipeline.lock_mode} --device ${pipeline.device}"
                 " --numerics ${pipeline.numerics} --threads ${pipeline.threads}"
+                " --nproc ${pipeline.nproc}"
             ),
             "deps": ["${item}/tokens", "${item}/base.json"],
             "params": [
@@ -67,6 +69,7 @@ STAGES: dict[str, Any] = {
                 "pipeline.device",
                 "pipeline.numerics",
                 "pipeline.threads",
+                "pipeline.nproc",
             ],
             "outs": [
                 "${item}/adapter",

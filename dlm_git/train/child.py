@@ -50,6 +50,8 @@ def child_argv(target: Path, options: TrainOptions, profile: str | None, device:
         argv += ["--tiny-dir", str(options.tiny_dir)]
     if options.base_dir is not None:
         argv += ["--base-dir", str(options.base_dir)]
+    if options.nproc != 1:
+        argv += ["--nproc", str(options.nproc)]
     if options.segment_every is not None:
         argv += ["--segment-every", str(options.segment_every)]
     return argv

@@ -7,6 +7,10 @@ Invariants:
 - Everything recorded (per-step loss, steps, token counts) is a function of the inputs;
   wall time is measured by the caller and kept out of recorded results.
 - Optional boundary callback every `boundary_every` optimizer steps (segment snapshots).
+- Data-parallel (`rank` given): an optimizer step reads `grad_accum x world_size`
+  micro-batches, this rank its stride of them, and gradients and per-step scalars are
+  summed over the ranks before clipping (`dlm_git.train.distributed`); one process reads
+  exactly what it read before ranks existed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlm_git.token_stream import IGNORE_INDEX, Sequence, TokenStream
+from dlm_git.train.distributed import Rank, local_share, reduce_gradients, sum_step
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -43,6 +48,12 @@ class LoopConfig:
     device: str
     precision: str
     pad_id: int
+    world_size: int = 1
+
+    @property
+    def group_size(self) -> int:
+        """Micro-batches per optimizer step, over all ranks."""
+        return self.grad_accum * self.world_size
 
 
 @dataclass
@@ -62,7 +73,7 @@ def total_steps(n_sequences: int, cfg: LoopConfig) -> int:
     if cfg.max_steps is not None:
         return cfg.max_steps
     per_epoch = math.ceil(
-        micro_batches_per_epoch(n_sequences, cfg.micro_batch_size) / cfg.grad_accum
+        micro_batches_per_epoch(n_sequences, cfg.micro_batch_size) / cfg.group_size
     )
     return max(1, per_epoch * cfg.num_epochs)
 
@@ -169,11 +180,13 @@ def train_loop(
     on_boundary: BoundaryFn | None = None,
     trainer: Trainer | None = None,
     stop_at: int | None = None,
+    rank: Rank | None = None,
 ) -> LoopResult:
     """Train `model` (a peft model, already seeded and on `cfg.device`) in place.
 
     With `trainer` the run resumes from that state (a restored segment boundary) and
-    `stop_at` ends it after that optimizer step."""
+    `stop_at` ends it after that optimizer step. With `rank` this process is one of
+    `cfg.world_size` data-parallel ranks (the result holds the sums over all of them)."""
     import torch
 
     if not sequences:
@@ -191,16 +204,16 @@ def train_loop(
     while t.step < end:
         if groups_epoch != t.cursor.epoch:
             batches = micro_batches(sequences, cfg, t.cursor.epoch)
-            groups = [
-                batches[i : i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)
-            ]
+            size = cfg.group_size
+            groups = [batches[i : i + size] for i in range(0, len(batches), size)]
             groups_epoch = t.cursor.epoch
         if t.cursor.group >= len(groups):  # a cursor at an epoch's end (older snapshots)
             t.cursor = Cursor(t.cursor.epoch + 1, 0)
             continue
         group = groups[t.cursor.group]
         step_loss = 0.0
-        for indices in group:
+        counts = [0, 0, 0]  # tokens, loss tokens, sequences read by this process
+        for indices in local_share(group, rank):
             batch = collate([sequences[i] for i in indices], cfg.pad_id, cfg.device)
             if autocast_dtype is not None:
                 with torch.autocast(device_type="cuda", dtype=autocast_dtype):
@@ -213,9 +226,15 @@ def train_loop(
             else:
                 loss.backward()
             step_loss += float(loss.detach().float().cpu())
-            result.tokens += int(batch["attention_mask"].sum())
-            result.loss_tokens += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
-            result.sequences_seen += len(indices)
+            counts[0] += int(batch["attention_mask"].sum())
+            counts[1] += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+            counts[2] += len(indices)
+        if rank is not None:
+            reduce_gradients(t.params, rank)
+            step_loss, counts = sum_step(step_loss, (counts[0], counts[1], counts[2]), cfg.device)
+        result.tokens += counts[0]
+        result.loss_tokens += counts[1]
+        result.sequences_seen += counts[2]
         if scaler is not None:
             scaler.unscale_(t.optimizer)
         torch.nn.utils.clip_grad_norm_(t.params, MAX_GRAD_NORM, foreach=False)

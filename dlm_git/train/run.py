@@ -46,6 +46,7 @@ from dlm_git.manifest.schema import (
     TokensRecord,
     TrainingResult,
 )
+from dlm_git.topology import BUCKET_ELEMENTS, backend_for, check_nproc, topology_flags
 from dlm_git.versions import pinned_versions
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class TrainOptions:
     default for the device)."""
     replay_flags: dict[str, Any] | None = None
     """A replay: the recorded `determinism_flags` (a `native` replay forces them)."""
+    nproc: int = 1
+    """Data-parallel processes (`dlm_git.train.launch`); recorded in the lock when > 1."""
 
 
 @dataclass
@@ -118,9 +121,10 @@ def build_lock(
     flags: dict[str, Any],
     klass: str,
     accept_license: bool,
+    nproc: int = 1,
 ) -> Lock:
     fm = loaded.doc.frontmatter
-    flags = {**flags, **training_flags(fm.training, hw.device)}
+    flags = {**flags, **training_flags(fm.training, hw.device), **topology_flags(nproc, hw.device)}
     return Lock(
         dlm_id=fm.dlm_id,
         dlm_sha256=loaded.doc.sha256,
@@ -266,7 +270,9 @@ def build_model(base_path: Path, training: TrainingConfig, device: str) -> tuple
     return peft_model, targets
 
 
-def loop_config(training: TrainingConfig, device: str, precision: str, pad_id: int) -> Any:
+def loop_config(
+    training: TrainingConfig, device: str, precision: str, pad_id: int, world_size: int = 1
+) -> Any:
     from dlm_git.train.loop import LoopConfig
 
     return LoopConfig(
@@ -281,6 +287,7 @@ def loop_config(training: TrainingConfig, device: str, precision: str, pad_id: i
         device=device,
         precision=precision,
         pad_id=pad_id,
+        world_size=world_size,
     )
 
 
@@ -360,15 +367,14 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
     layout = loaded.layout
     sweep_stale(layout.directory, (layout.adapter.name, layout.segments.name))
     tok, t_tok = _tokens(loaded, resolved, options)
-    run = build_training(loaded, resolved, env.device, tok, options.segment_every)
-    result, t_train = _fit(run, tok, options.quiet)
-    record, segments_record = _install_adapter(run, layout, loaded.doc.frontmatter.base_model)
+    fit = (_fit_ranks if options.nproc > 1 else _fit_here)(loaded, resolved, env, tok, options)
     lock_written = options.lock_mode != "ignore"
     if lock_written:
         write_lock(layout.lock, lock)
-    manifest = _write_records(loaded, resolved, tok, run, result, lock, record, segments_record)
-    timings = {"wall": time.perf_counter() - t_start, "tokenize": t_tok, "train": t_train}
-    run_record = _write_run_record(layout, env, tok, result, timings)
+    manifest = _write_records(loaded, resolved, tok, fit, lock)
+    timings = {"wall": time.perf_counter() - t_start, "tokenize": t_tok, "train": fit.seconds}
+    run_record = _write_run_record(layout, env, tok, fit, timings)
+    record = fit.record
     return TrainOutcome(
         doc_path=loaded.doc.path,
         adapter_sha256=record.files["adapter_model.safetensors"].sha256,
@@ -402,7 +408,13 @@ def _decide_lock(
 ) -> tuple[Lock, list[Finding]]:
     """The lock this run records and the WARN findings it prints (ERROR raises)."""
     current = build_lock(
-        loaded, resolved, env.hardware, env.flags, env.klass, options.accept_license
+        loaded,
+        resolved,
+        env.hardware,
+        env.flags,
+        env.klass,
+        options.accept_license,
+        options.nproc,
     )
     layout = loaded.layout
     warnings_: list[Finding] = []
@@ -437,6 +449,15 @@ def _tokens(
     return tok, time.perf_counter() - started
 
 
+def quiet_libraries() -> None:
+    """No transformers progress bars or advisory warnings in a training's output."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
 @dataclass
 class TrainingRun:
     """A run assembled and ready to train: the model with fresh LoRA layers, the loop's
@@ -457,14 +478,10 @@ def build_training(
     tok: Any,
     segment_every: int | None,
 ) -> TrainingRun:
-    from transformers.utils import logging as hf_logging
-
     from dlm_git.train.loop import total_steps, warmup_steps
     from dlm_git.train.segments import SegmentWriter, genesis, resolve_every
 
-    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    warnings.filterwarnings("ignore", category=FutureWarning)
+    quiet_libraries()
     fm = loaded.doc.frontmatter
     training = fm.training
     precision = resolve_precision(training.precision, device)
@@ -485,6 +502,150 @@ def build_training(
         )
         segments = SegmentWriter.create(loaded.layout, every, start)
     return TrainingRun(model, loop_cfg, config, every, segments)
+
+
+@dataclass
+class Fitted:
+    """A finished training whose adapter is installed: what the records are made of."""
+
+    config: dict[str, Any]
+    result: Any
+    record: Any
+    segments: SegmentsRecord | None
+    seconds: float
+    run_facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _fit_here(
+    loaded: LoadedDocument, resolved: ResolvedBase, env: Any, tok: Any, options: TrainOptions
+) -> Fitted:
+    """Train in this process, then install the adapter (and segment snapshots)."""
+    run = build_training(loaded, resolved, env.device, tok, options.segment_every)
+    result, seconds = _fit(run, tok, options.quiet)
+    record, segments = _install_adapter(run, loaded.layout, loaded.doc.frontmatter.base_model)
+    return Fitted(run.config, result, record, segments, seconds)
+
+
+def _fit_ranks(
+    loaded: LoadedDocument, resolved: ResolvedBase, env: Any, tok: Any, options: TrainOptions
+) -> Fitted:
+    """Train on `options.nproc` data-parallel ranks (`dlm_git.train.launch`), then install
+    the adapter rank 0 saved, only once every rank has exited 0."""
+    import shutil
+
+    from dlm_git.train.adapter import install_dir, staging_dir
+    from dlm_git.train.launch import run_ranks
+
+    _check_ranks(loaded, env.device, options)
+    layout, training = loaded.layout, loaded.doc.frontmatter.training
+    precision = resolve_precision(training.precision, env.device)
+    staging = staging_dir(layout.adapter)
+    started = time.perf_counter()
+    try:
+        job = _rank_job(loaded, resolved, env, tok, options, precision, staging)
+        out = run_ranks(job, tok.sequences, options.nproc)
+        if out.get("flags") != env.flags:
+            raise TrainError("train", "rank 0 ran under other kernel facts than its launcher")
+        record = adapter_record(staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    seconds = time.perf_counter() - started
+    install_dir(staging, layout.adapter)
+    install_dir(staging_dir(layout.segments), layout.segments)  # no snapshots with ranks
+    result = _rank_result(out)
+    config = _rank_config(loaded, tok, precision, options.nproc, list(out["targets"]))
+    facts = {"nproc": options.nproc, "rank0": out.get("peak", {})}
+    return Fitted(config, result, record, None, seconds, facts)
+
+
+def _check_ranks(loaded: LoadedDocument, device: str, options: TrainOptions) -> None:
+    check_nproc(options.nproc)
+    every = options.segment_every
+    if every is None:
+        every = loaded.doc.frontmatter.training.segment_every
+    if every:
+        raise TrainError(
+            "--nproc",
+            f"segment snapshots are taken by one process; this run has {options.nproc}",
+            "set --segment-every 0 (or training.segment_every: 0), or train with --nproc 1",
+        )
+    if device == "mps":
+        raise TrainError("--nproc", "data-parallel training runs on cpu or cuda, not mps")
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.device_count() < options.nproc:
+            raise TrainError(
+                "--nproc",
+                f"{options.nproc} ranks need {options.nproc} GPUs;"
+                f" {torch.cuda.device_count()} visible",
+                "use --nproc <= the GPU count, or --device cpu",
+            )
+
+
+def _rank_job(
+    loaded: LoadedDocument,
+    resolved: ResolvedBase,
+    env: Any,
+    tok: Any,
+    options: TrainOptions,
+    precision: str,
+    staging: Path,
+) -> dict[str, Any]:
+    """What every rank is told (`dlm_git.train.rank`): the same plan, base and config."""
+    import os
+
+    from dlm_git.determinism import check_threads
+
+    fm = loaded.doc.frontmatter
+    return {
+        "launcher_pid": os.getpid(),
+        "device": env.device,
+        "numerics": env.profile.name,
+        "replay_flags": options.replay_flags,
+        "threads": check_threads(options.threads),
+        "training": fm.training.model_dump(mode="json"),
+        "base_path": str(resolved.path),
+        "base_spec": fm.base_model,
+        "precision": precision,
+        "pad_id": tok.pad_id,
+        "world_size": options.nproc,
+        "backend": backend_for(env.device),
+        "bucket_elements": BUCKET_ELEMENTS,
+        "staging": str(staging),
+    }
+
+
+def _rank_result(out: dict[str, Any]) -> Any:
+    from dlm_git.train.loop import LoopResult
+
+    return LoopResult(
+        losses=[float.fromhex(h) for h in out["losses_hex"]],
+        steps=int(out["steps"]),
+        tokens=int(out["tokens"]),
+        loss_tokens=int(out["loss_tokens"]),
+        sequences_seen=int(out["sequences_seen"]),
+    )
+
+
+def _rank_config(
+    loaded: LoadedDocument, tok: Any, precision: str, nproc: int, targets: list[str]
+) -> dict[str, Any]:
+    """The effective config of a data-parallel run: the world size is part of what was
+    trained (each step reads `grad_accum x world_size` micro-batches)."""
+    from dlm_git.train.loop import total_steps, warmup_steps
+
+    fm = loaded.doc.frontmatter
+    training = fm.training
+    cfg = loop_config(training, "cpu", precision, tok.pad_id, nproc)
+    steps = total_steps(len(tok.sequences), cfg)
+    warmup = warmup_steps(steps, training.warmup_ratio)
+    config = effective_config(
+        training, fm.system_prompt, targets, steps, warmup, precision, tok.template_kind
+    )
+    config["world_size"] = nproc
+    return config
 
 
 def _fit(run: TrainingRun, tok: Any, quiet: bool) -> tuple[Any, float]:
@@ -536,17 +697,11 @@ def _install_adapter(
 
 
 def _write_records(
-    loaded: LoadedDocument,
-    resolved: ResolvedBase,
-    tok: Any,
-    run: TrainingRun,
-    result: Any,
-    lock: Lock,
-    record: Any,
-    segments_record: SegmentsRecord | None,
+    loaded: LoadedDocument, resolved: ResolvedBase, tok: Any, fit: Fitted, lock: Lock
 ) -> Manifest:
     """metrics.json, train_loss.tsv, then manifest.json last (each atomically)."""
     layout, fm = loaded.layout, loaded.doc.frontmatter
+    result, record = fit.result, fit.record
     final_loss = result.losses[-1]
     metrics = {
         "steps": result.steps,
@@ -578,8 +733,8 @@ def _write_records(
             tokenizer_sha256=identity.tokenizer_sha256,
             config_sha256=identity.config_sha256,
         ),
-        training_config=run.config,
-        config_sha256=canonical_json_sha256(run.config),
+        training_config=fit.config,
+        config_sha256=canonical_json_sha256(fit.config),
         lock_sha256=lock.sha256(),
         adapter=record,
         training=TrainingResult(
@@ -588,18 +743,18 @@ def _write_records(
             tokens_trained=result.tokens,
             skipped_preference_sections=tok.skipped_preference,
         ),
-        segments=segments_record,
+        segments=fit.segments,
     )
     atomic_write_bytes(layout.manifest, manifest.to_bytes())
     return manifest
 
 
 def _write_run_record(
-    layout: Any, env: Any, tok: Any, result: Any, seconds: dict[str, float]
+    layout: Any, env: Any, tok: Any, fit: Fitted, seconds: dict[str, float]
 ) -> dict[str, Any]:
     """run.json (gitignored): wall times, throughput and the machine, not a pure function
     of the inputs."""
-    train = seconds["train"]
+    train, result = seconds["train"], fit.result
     run_record = {
         "wall_seconds": round(seconds["wall"], 3),
         "tokenize_seconds": round(seconds["tokenize"], 3),
@@ -610,6 +765,7 @@ def _write_run_record(
         "host_python": platform.python_version(),
         "numerics": env.profile.name,
         **peak_memory(env.device),
+        **fit.run_facts,
         "machine": {k: v for k, v in env.hardware.details.items() if k != "threads"},
     }
     atomic_write_bytes(layout.run_record, canonical_json(run_record))

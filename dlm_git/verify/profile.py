@@ -16,6 +16,7 @@ from typing import Any
 from dlm_git import numerics
 from dlm_git.determinism import MAX_THREADS
 from dlm_git.errors import DlmGitError
+from dlm_git.topology import recorded_world_size
 from dlm_git.verify.checks import Check
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED, Verdict
 
@@ -30,16 +31,18 @@ class Setup:
         flags: Mapping[str, Any],
         threads: int,
         base_dir: Path | None = None,
+        nproc: int = 1,
     ) -> None:
         self.profile, self.flags, self.threads = profile, dict(flags), threads
-        self.base_dir = base_dir
+        self.base_dir, self.nproc = base_dir, nproc
 
     @property
     def device(self) -> str:
         return "cuda" if self.profile.device == "cuda" else str(self.flags.get("device") or "cpu")
 
     def describe(self) -> str:
-        return f"profile {self.profile.name}, threads {self.threads}: runs here"
+        ranks = f", {self.nproc} ranks" if self.nproc > 1 else ""
+        return f"profile {self.profile.name}, threads {self.threads}{ranks}: runs here"
 
 
 def recorded_setup(
@@ -59,6 +62,9 @@ def recorded_setup(
             f" from 1 to {MAX_THREADS}"
         )
         return Check("replay.profile", False, bad), FAILED
+    nproc = recorded_world_size(flags)
+    if isinstance(nproc, str):
+        return Check("replay.profile", False, f"dlm.lock: {nproc}"), FAILED
     bad_setting = numerics.malformed_setting(flags)
     if bad_setting is not None:  # would go into the replay's environment
         return Check("replay.profile", False, f"dlm.lock: {bad_setting}"), FAILED
@@ -79,7 +85,8 @@ def recorded_setup(
             f" (replay {where_it_runs(profile, flags)})"
         )
         return Check("replay.profile", False, why), CANNOT_VERIFY
-    return Setup(profile, flags, threads, local_base_dir(root, doc_rel, lock.get("base_model")))
+    base_dir = local_base_dir(root, doc_rel, lock.get("base_model"))
+    return Setup(profile, flags, threads, base_dir, nproc)
 
 
 def local_base_dir(root: Path, doc_rel: str, spec: object) -> Path | None:

@@ -95,7 +95,8 @@ def replay_doc(
         except DlmGitError as exc:
             checks.append(Check("replay", False, f"cannot replay: {exc.one_line()}"))
             return _with(report, checks, CANNOT_VERIFY, [])
-        notes = [f"replayed under {setup.profile.name} with threads={setup.threads}"]
+        ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
+        notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
         recorded_sha = report.adapter_sha256
         replayed_dir = work / "tree" / doc_rel / "adapter"
         other_files = _other_files_differ(root, sha, doc_rel, outcome)
@@ -187,6 +188,9 @@ def _retrain(
         replay_flags=setup.flags,
         base_dir=setup.base_dir,
         accept_license=accept_license,
+        nproc=setup.nproc,
+        # ranks take no snapshots (an honest multi-rank commit has none to compare)
+        segment_every=0 if setup.nproc > 1 else None,
     )
     return run_train(tree / doc_rel, options)
 

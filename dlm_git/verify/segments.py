@@ -161,6 +161,13 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         if isinstance(setup, tuple):
             checks.append(setup[0])
             return _with(report, checks, setup[1], notes)
+        if setup.nproc > 1:  # snapshots are one process's; ranks take none
+            why = (
+                f"cannot replay segments of a {setup.nproc}-rank training here (segment"
+                " replay runs one process; use --level replay)"
+            )
+            checks.append(Check("segments.replay", False, why))
+            return _with(report, checks, CANNOT_VERIFY, notes)
         run_plan = plan(setup.device, setup.profile.name, None, setup.flags)
         if not numerics.can_run_in_process(run_plan.env):
             return segment_doc_in_child(root, sha, report, sample, seed, run_plan.env)

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dlm_git"
 LAYERS: list[set[str]] = [
     {"errors"},
     {"merkle", "safetensors_header"},
-    {"hashing", "fsutil", "safeparse", "numerics", "layout", "gitio", "versions"},
+    {"hashing", "fsutil", "safeparse", "numerics", "topology", "layout", "gitio", "versions"},
     {"output", "dvcfiles", "token_stream"},
     {"doc", "base", "lock", "manifest"},
     {"determinism", "cache", "docset", "revdoc", "sign"},

@@ -1,0 +1,174 @@
+"""One data-parallel rank: `python -m dlm_git.train.rank JOB_DIR`, started by the launcher.
+
+Invariants:
+- A rank reads only what its launcher wrote into JOB_DIR (`job.json`, `tokens.npz`) and
+  the base directory named there; it pins the same numerics plan as the launcher before
+  torch initialises, builds the model from the seed like every other rank, and trains its
+  stride of each step's micro-batches (`dlm_git.train.distributed`).
+- Only rank 0 writes, and only into the launcher's staging directory (the adapter) and
+  JOB_DIR (`result.json`, atomically); the launcher installs nothing until every rank
+  has exited 0. Before rank 0 writes, the ranks check that they hold identical weights.
+- A rank dies with its launcher (Linux parent-death signal), so a killed launcher leaves
+  no rank behind; a rank that loses a peer exits `PEER_LOST`, so the launcher can name the
+  rank that failed first rather than the ones that noticed.
+- Errors: a one-line message on stderr (the launcher repeats the failing rank's last line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from dlm_git.errors import DlmGitError
+
+PEER_LOST = 75
+JOB = "job.json"
+TOKENS = "tokens.npz"
+RESULT = "result.json"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m dlm_git.train.rank JOB_DIR\n")
+        return 2
+    job_dir = Path(argv[0])
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        job: dict[str, Any] = json.loads((job_dir / JOB).read_text("utf-8"))
+        _die_with(int(job["launcher_pid"]))
+        _train_rank(job_dir, job, rank, int(os.environ.get("LOCAL_RANK", "0")))
+    except DlmGitError as exc:
+        sys.stderr.write(f"dlm-git: rank {rank}: {exc.one_line()}\n")
+        return exc.exit_code
+    except Exception as exc:
+        if _is_peer_loss(exc):
+            sys.stderr.write(f"dlm-git: rank {rank}: lost a peer rank: {_first_line(exc)}\n")
+            return PEER_LOST
+        raise
+    return 0
+
+
+def _die_with(launcher: int) -> None:
+    """Ask Linux to kill this rank when its parent dies; exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            pr_set_pdeathsig = 1
+            ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != launcher:
+        raise DlmGitError("rank", "the launcher is gone")
+
+
+def _train_rank(job_dir: Path, job: dict[str, Any], rank: int, local_rank: int) -> None:
+    from dlm_git import numerics
+    from dlm_git.determinism import plan, prepare
+
+    run_plan = plan(job["device"], job["numerics"], None, job["replay_flags"])
+    numerics.activate(run_plan.env)  # before torch initialises, as the launcher did
+    import torch
+    import torch.distributed as dist
+
+    if run_plan.device.startswith("cuda"):
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend=job["backend"])
+    try:
+        env = prepare(int(job["training"]["seed"]), run_plan, int(job["threads"]))
+        model, targets, result = _fit_rank(job_dir, job, env, rank)
+        if rank == 0:
+            _write_result(job_dir, job, env, (model, targets, result))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _fit_rank(
+    job_dir: Path, job: dict[str, Any], env: Any, rank: int
+) -> tuple[Any, list[str], Any]:
+    from dlm_git.doc.schema import TrainingConfig
+    from dlm_git.train.distributed import Rank, seed_rank, weights_agree
+    from dlm_git.train.loop import train_loop
+    from dlm_git.train.run import build_model, loop_config, quiet_libraries
+
+    quiet_libraries()
+    training = TrainingConfig.model_validate(job["training"])
+    me = Rank(rank, int(job["world_size"]), int(job["bucket_elements"]))
+    model, targets = build_model(Path(job["base_path"]), training, env.device)
+    seed_rank(training.seed, me)
+    cfg = loop_config(training, env.device, job["precision"], int(job["pad_id"]), me.world_size)
+    result = train_loop(model, _tokens(job_dir), cfg, progress=_progress(rank), rank=me)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not weights_agree(params, env.device):
+        raise DlmGitError("train", "the ranks ended with different weights (a dlm-git bug)")
+    return model, targets, result
+
+
+def _tokens(job_dir: Path) -> Any:
+    import numpy as np
+
+    from dlm_git.token_stream import TokenStream
+
+    with np.load(job_dir / TOKENS, allow_pickle=False) as arrays:
+        return TokenStream(
+            [str(r) for r in arrays["row_ids"]],
+            [int(c) for c in arrays["counts"]],
+            arrays["lengths"],
+            arrays["masked"],
+            arrays["ids"],
+        )
+
+
+def _progress(rank: int) -> Any:
+    def show(step: int, total: int, loss: float, tokens: int) -> None:
+        print(f"rank {rank} step {step}/{total} loss {loss:.6f} tokens {tokens}", flush=True)
+
+    return show
+
+
+def _write_result(
+    job_dir: Path, job: dict[str, Any], env: Any, trained: tuple[Any, list[str], Any]
+) -> None:
+    from dlm_git.fsutil import atomic_write_bytes
+    from dlm_git.hashing import canonical_json, float_hex
+    from dlm_git.train.adapter import save_adapter
+    from dlm_git.train.run import peak_memory
+
+    model, targets, result = trained
+    save_adapter(model, Path(job["staging"]), job["base_spec"])
+    record = {
+        "losses_hex": [float_hex(v) for v in result.losses],
+        "steps": result.steps,
+        "tokens": result.tokens,
+        "loss_tokens": result.loss_tokens,
+        "sequences_seen": result.sequences_seen,
+        "targets": targets,
+        "flags": env.flags,
+        "peak": peak_memory(env.device),
+    }
+    atomic_write_bytes(job_dir / RESULT, canonical_json(record))
+
+
+def _is_peer_loss(exc: BaseException) -> bool:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    kinds = tuple(k for k in (getattr(dist, "DistError", None),) if isinstance(k, type))
+    text = str(exc).lower()
+    return (bool(kinds) and isinstance(exc, kinds)) or any(
+        marker in text for marker in ("connection closed by peer", "connection reset by peer")
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
