@@ -65,7 +65,11 @@ def _save_tokens(path: Path, tokens: TokenStream) -> None:
 
 
 def _launch(job_dir: Path, nproc: int) -> None:
-    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, Std
+    from torch.distributed.elastic.multiprocessing.api import (
+        DefaultLogsSpecs,
+        SignalException,
+        Std,
+    )
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -86,6 +90,14 @@ def _launch(job_dir: Path, nproc: int) -> None:
             elastic_launch(config, sys.executable)("-m", "dlm_git.train.rank", str(job_dir))
     except ChildFailedError as exc:
         raise _failure(exc.failures, job_dir, nproc) from None
+    except SignalException as exc:  # the launcher itself was told to stop
+        stopped = RankFailedError(
+            "train",
+            f"{ended(-int(exc.sigval)).removeprefix('was ')}; the {nproc} ranks were stopped",
+            "nothing was installed; the previous outputs are as they were",
+        )
+        stopped.exit_code = 128 + int(exc.sigval)
+        raise stopped from None
 
 
 @contextlib.contextmanager

@@ -606,14 +606,14 @@ def _rank_job(
         "replay_flags": options.replay_flags,
         "threads": check_threads(options.threads),
         "training": fm.training.model_dump(mode="json"),
-        "base_path": str(resolved.path),
+        "base_path": str(resolved.path.resolve()),
         "base_spec": fm.base_model,
         "precision": precision,
         "pad_id": tok.pad_id,
         "world_size": options.nproc,
         "backend": backend_for(env.device),
         "bucket_elements": BUCKET_ELEMENTS,
-        "staging": str(staging),
+        "staging": str(staging.resolve()),
     }
 
 
