@@ -66,7 +66,7 @@ def demo_copy(workdir: Path, steps: int, index: int, base: str = "builtin:tiny")
         f"  max_steps: {steps}" if line.startswith("  max_steps:") else line
         for line in text.split("\n")
     ]
-    if lines == text.split("\n"):
+    if not any(line.startswith("  max_steps:") for line in text.split("\n")):
         raise SystemExit("demo.dlm has no `  max_steps:` line to override")
     text = "\n".join(lines).replace("base_model: builtin:tiny", f"base_model: {base}")
     doc.write_text(text, "utf-8")

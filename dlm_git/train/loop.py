@@ -63,6 +63,8 @@ class LoopResult:
     tokens: int = 0
     loss_tokens: int = 0
     sequences_seen: int = 0
+    seconds: float = 0.0
+    """Wall time of the loop, where a caller measured it (never recorded in git)."""
 
 
 def micro_batches_per_epoch(n_sequences: int, micro_batch_size: int) -> int:

@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,10 @@ def _fit_rank(
     model, targets = build_model(Path(job["base_path"]), training, env.device)
     seed_rank(training.seed, me)
     cfg = loop_config(training, env.device, job["precision"], int(job["pad_id"]), me.world_size)
-    result = train_loop(model, _tokens(job_dir), cfg, progress=_progress(rank), rank=me)
+    tokens = _tokens(job_dir)
+    started = time.perf_counter()
+    result = train_loop(model, tokens, cfg, progress=_progress(rank), rank=me)
+    result.seconds = time.perf_counter() - started
     params = [p for p in model.parameters() if p.requires_grad]
     if not weights_agree(params, env.device):
         raise DlmGitError("train", "the ranks ended with different weights (a dlm-git bug)")
@@ -148,7 +152,7 @@ def _write_result(
         "sequences_seen": result.sequences_seen,
         "targets": targets,
         "flags": env.flags,
-        "peak": peak_memory(env.device),
+        "rank0": {**peak_memory(env.device), "loop_seconds": round(result.seconds, 3)},
     }
     atomic_write_bytes(job_dir / RESULT, canonical_json(record))
 

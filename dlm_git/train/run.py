@@ -555,7 +555,7 @@ def _fit_ranks(
     install_dir(staging_dir(layout.segments), layout.segments)  # no snapshots with ranks
     result = _rank_result(out)
     config = _rank_config(loaded, tok, precision, options.nproc, list(out["targets"]))
-    facts = {"nproc": options.nproc, "rank0": out.get("peak", {})}
+    facts = {"nproc": options.nproc, "rank0": out.get("rank0", {})}
     return Fitted(config, result, record, None, seconds, facts)
 
 
