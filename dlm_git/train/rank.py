@@ -44,11 +44,11 @@ def main(argv: list[str]) -> int:
         _die_with(int(job["launcher_pid"]))
         _train_rank(job_dir, job, rank, int(os.environ.get("LOCAL_RANK", "0")))
     except DlmGitError as exc:
-        sys.stderr.write(f"dlm-git: rank {rank}: {exc.one_line()}\n")
+        sys.stderr.write(f"dlm-git: {exc.one_line()}\n")
         return exc.exit_code
     except Exception as exc:
         if _is_peer_loss(exc):
-            sys.stderr.write(f"dlm-git: rank {rank}: lost a peer rank: {_first_line(exc)}\n")
+            sys.stderr.write(f"dlm-git: lost a peer rank: {_first_line(exc)}\n")
             return PEER_LOST
         raise
     return 0

@@ -46,7 +46,7 @@ from dlm_git.manifest.schema import (
     TokensRecord,
     TrainingResult,
 )
-from dlm_git.topology import BUCKET_ELEMENTS, backend_for, check_nproc, topology_flags
+from dlm_git.topology import topology_flags
 from dlm_git.versions import pinned_versions
 
 if TYPE_CHECKING:
@@ -367,7 +367,12 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
     layout = loaded.layout
     sweep_stale(layout.directory, (layout.adapter.name, layout.segments.name))
     tok, t_tok = _tokens(loaded, resolved, options)
-    fit = (_fit_ranks if options.nproc > 1 else _fit_here)(loaded, resolved, env, tok, options)
+    if options.nproc > 1:
+        from dlm_git.train.launch import fit_ranks
+
+        fit = fit_ranks(loaded, resolved, env, tok, options)
+    else:
+        fit = _fit_here(loaded, resolved, env, tok, options)
     lock_written = options.lock_mode != "ignore"
     if lock_written:
         write_lock(layout.lock, lock)
@@ -524,128 +529,6 @@ def _fit_here(
     result, seconds = _fit(run, tok, options.quiet)
     record, segments = _install_adapter(run, loaded.layout, loaded.doc.frontmatter.base_model)
     return Fitted(run.config, result, record, segments, seconds)
-
-
-def _fit_ranks(
-    loaded: LoadedDocument, resolved: ResolvedBase, env: Any, tok: Any, options: TrainOptions
-) -> Fitted:
-    """Train on `options.nproc` data-parallel ranks (`dlm_git.train.launch`), then install
-    the adapter rank 0 saved, only once every rank has exited 0."""
-    import shutil
-
-    from dlm_git.train.adapter import install_dir, staging_dir
-    from dlm_git.train.launch import run_ranks
-
-    _check_ranks(loaded, env.device, options)
-    layout, training = loaded.layout, loaded.doc.frontmatter.training
-    precision = resolve_precision(training.precision, env.device)
-    staging = staging_dir(layout.adapter)
-    started = time.perf_counter()
-    try:
-        job = _rank_job(loaded, resolved, env, tok, options, precision, staging)
-        out = run_ranks(job, tok.sequences, options.nproc)
-        if out.get("flags") != env.flags:
-            raise TrainError("train", "rank 0 ran under other kernel facts than its launcher")
-        record = adapter_record(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    seconds = time.perf_counter() - started
-    install_dir(staging, layout.adapter)
-    install_dir(staging_dir(layout.segments), layout.segments)  # no snapshots with ranks
-    result = _rank_result(out)
-    config = _rank_config(loaded, tok, precision, options.nproc, list(out["targets"]))
-    facts = {"nproc": options.nproc, "rank0": out.get("rank0", {})}
-    return Fitted(config, result, record, None, seconds, facts)
-
-
-def _check_ranks(loaded: LoadedDocument, device: str, options: TrainOptions) -> None:
-    check_nproc(options.nproc)
-    every = options.segment_every
-    if every is None:
-        every = loaded.doc.frontmatter.training.segment_every
-    if every:
-        raise TrainError(
-            "--nproc",
-            f"segment snapshots are taken by one process; this run has {options.nproc}",
-            "set --segment-every 0 (or training.segment_every: 0), or train with --nproc 1",
-        )
-    if device == "mps":
-        raise TrainError("--nproc", "data-parallel training runs on cpu or cuda, not mps")
-    if device.startswith("cuda"):
-        import torch
-
-        if torch.cuda.device_count() < options.nproc:
-            raise TrainError(
-                "--nproc",
-                f"{options.nproc} ranks need {options.nproc} GPUs;"
-                f" {torch.cuda.device_count()} visible",
-                "use --nproc <= the GPU count, or --device cpu",
-            )
-
-
-def _rank_job(
-    loaded: LoadedDocument,
-    resolved: ResolvedBase,
-    env: Any,
-    tok: Any,
-    options: TrainOptions,
-    precision: str,
-    staging: Path,
-) -> dict[str, Any]:
-    """What every rank is told (`dlm_git.train.rank`): the same plan, base and config."""
-    import os
-
-    from dlm_git.determinism import check_threads
-
-    fm = loaded.doc.frontmatter
-    return {
-        "launcher_pid": os.getpid(),
-        "device": env.device,
-        "numerics": env.profile.name,
-        "replay_flags": options.replay_flags,
-        "threads": check_threads(options.threads),
-        "training": fm.training.model_dump(mode="json"),
-        "base_path": str(resolved.path.resolve()),
-        "base_spec": fm.base_model,
-        "precision": precision,
-        "pad_id": tok.pad_id,
-        "world_size": options.nproc,
-        "backend": backend_for(env.device),
-        "bucket_elements": BUCKET_ELEMENTS,
-        "staging": str(staging.resolve()),
-    }
-
-
-def _rank_result(out: dict[str, Any]) -> Any:
-    from dlm_git.train.loop import LoopResult
-
-    return LoopResult(
-        losses=[float.fromhex(h) for h in out["losses_hex"]],
-        steps=int(out["steps"]),
-        tokens=int(out["tokens"]),
-        loss_tokens=int(out["loss_tokens"]),
-        sequences_seen=int(out["sequences_seen"]),
-    )
-
-
-def _rank_config(
-    loaded: LoadedDocument, tok: Any, precision: str, nproc: int, targets: list[str]
-) -> dict[str, Any]:
-    """The effective config of a data-parallel run: the world size is part of what was
-    trained (each step reads `grad_accum x world_size` micro-batches)."""
-    from dlm_git.train.loop import total_steps, warmup_steps
-
-    fm = loaded.doc.frontmatter
-    training = fm.training
-    cfg = loop_config(training, "cpu", precision, tok.pad_id, nproc)
-    steps = total_steps(len(tok.sequences), cfg)
-    warmup = warmup_steps(steps, training.warmup_ratio)
-    config = effective_config(
-        training, fm.system_prompt, targets, steps, warmup, precision, tok.template_kind
-    )
-    config["world_size"] = nproc
-    return config
 
 
 def _fit(run: TrainingRun, tok: Any, quiet: bool) -> tuple[Any, float]:

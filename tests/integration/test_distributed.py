@@ -280,3 +280,18 @@ def test_a_killed_run_leaves_the_outputs_as_they_were(
     assert not job_dir.exists()
     assert doc_files(repo) == before
     assert not [p.name for p in (repo / DOC).iterdir() if ".new." in p.name]
+
+
+def test_a_failing_rank_is_named_and_the_launcher_gets_its_handlers_back() -> None:
+    """In this process: ranks that fail at once (a job without a plan) make one
+    `RankFailedError` naming a rank and its last line; afterwards Ctrl-C is a
+    KeyboardInterrupt here again, not the elastic agent's handler."""
+    from dlm_git.token_stream import TokenStream
+    from dlm_git.train.launch import RankFailedError, run_ranks
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(RankFailedError) as info:
+        run_ranks({"launcher_pid": os.getpid()}, TokenStream.from_rows([]), 2)
+    assert re.search(r"rank [01] of 2 exited 1: KeyError: 'device'", info.value.one_line())
+    assert "nothing was installed" in info.value.one_line()
+    assert signal.getsignal(signal.SIGINT) is before
