@@ -18,6 +18,7 @@ import sys
 import typer
 
 from dlm_git import __version__
+from dlm_git.commands import diff as diff_cmd
 from dlm_git.commands import doctor as doctor_cmd
 from dlm_git.commands import init as init_cmd
 from dlm_git.commands import show as show_cmd
@@ -64,6 +65,7 @@ app.add_typer(base_app, name="base")
 app.add_typer(hooks_app, name="hooks")
 app.command("tokenize")(tokenize_cmd.tokenize)
 app.command("verify")(verify_cmd.verify)
+app.command("diff")(diff_cmd.diff)
 app.command("init")(init_cmd.init)
 app.command("sign")(sign_cmd.sign)
 app.command("keygen")(sign_cmd.keygen)

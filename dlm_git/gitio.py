@@ -141,6 +141,14 @@ def ls_files(paths: Sequence[str], cwd: Path, rev: str | None = None) -> list[st
     return [p for p in _decode(out).split("\0") if p]
 
 
+def worktree_files(cwd: Path) -> list[str]:
+    """Files of the work tree git would see: tracked ones still present, and untracked
+    ones that are not ignored."""
+    out = git([LITERAL, "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd)
+    names = dict.fromkeys(p for p in _decode(out).split("\0") if p)
+    return [p for p in names if os.path.lexists(cwd / p)]
+
+
 SYMLINK_MODE = "120000"
 
 
@@ -355,6 +363,20 @@ def first_parent(sha: str, cwd: Path) -> str | None:
     out = git(["rev-parse", "--verify", "-q", f"{sha}^1^{{commit}}"], cwd, check=False)
     parent = out.decode("ascii", "replace").strip()
     return parent if _is_oid(parent) else None
+
+
+def all_commits(cwd: Path) -> list[tuple[str, str]]:
+    """(commit, root tree) of every commit reachable from any ref or from HEAD, parents
+    before children (`rev-list --all --reverse --topo-order`); empty before the first
+    commit."""
+    out = git(["rev-list", "--all", "--reverse", "--topo-order", "--format=%T"], cwd)
+    lines = out.decode("ascii", "replace").split("\n")
+    commits = []
+    for header, tree in zip(lines[0::2], lines[1::2], strict=False):
+        sha = header.removeprefix("commit ")
+        if header.startswith("commit ") and _is_oid(sha) and _is_oid(tree):
+            commits.append((sha, tree))
+    return commits
 
 
 def env_flag(name: str) -> bool:

@@ -12,11 +12,25 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from dlm_git import gitio
 from dlm_git.doc.peek import source_dirs
+from dlm_git.errors import UsageError
+
+
+def doc_rel(root: Path, doc: Path, command: str) -> str:
+    """A `--doc PATH` (the document's directory or its `.dlm`) as a path relative to the
+    repository root; a path outside the repository is `command`'s usage error."""
+    path = Path(os.path.abspath(doc))
+    if path.suffix == ".dlm":
+        path = path.parent
+    try:
+        return path.relative_to(root.resolve()).as_posix() or "."
+    except ValueError:
+        raise UsageError(command, f"{doc} is outside the repository") from None
 
 
 def prefix_of(doc_rel: str) -> str:

@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import posixpath
 import shutil
 import tempfile
@@ -266,7 +265,7 @@ def verify_commit(
     docs, params, tree = commit_documents(root, sha)
     problems = params.problems
     if doc is not None:
-        wanted = _doc_rel(root, doc)
+        wanted = revdoc.doc_rel(root, doc, "verify")
         docs = [d for d in docs if d == wanted] or ([wanted] if _has_dlm(root, sha, wanted) else [])
         if not docs:
             raise UsageError("verify", f"{doc}: no document at {rev}", "check --doc")
@@ -309,16 +308,6 @@ def verify_commit(
 def is_params_report(report: DocReport) -> bool:
     """A report about params.yaml itself (no document behind it: nothing to replay)."""
     return report.doc == PARAMS_NAME and all(c.name == CHECK for c in report.checks)
-
-
-def _doc_rel(root: Path, doc: Path) -> str:
-    path = Path(os.path.abspath(doc))
-    if path.suffix == ".dlm":
-        path = path.parent
-    try:
-        return path.relative_to(root.resolve()).as_posix() or "."
-    except ValueError:
-        raise UsageError("verify", f"{doc} is outside the repository") from None
 
 
 def _has_dlm(root: Path, sha: str, rel: str) -> bool:

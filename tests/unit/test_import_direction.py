@@ -22,6 +22,7 @@ LAYERS: list[set[str]] = [
     {"determinism", "cache", "docset", "revdoc", "sign"},
     {"train"},
     {"verify"},
+    {"history"},
     {"hooks"},
     {"pipeline"},
     {"commands"},

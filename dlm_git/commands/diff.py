@@ -1,0 +1,133 @@
+"""`dlm-git diff [A] [B] [--doc PATH] [--fetch] [--json]`: what changed between two
+adapters and everything that made them (A defaults to HEAD, B to the work tree)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from dlm_git.output import emit_json
+
+if TYPE_CHECKING:
+    from dlm_git.history.diff import DocDiff, TrainingDiff
+
+TOP_TENSORS = 8
+TOP_GROUPS = 6
+
+
+def diff(
+    a: str = typer.Argument(None, metavar="[A]", help="A commit (default: HEAD)."),
+    b: str = typer.Argument(None, metavar="[B]", help="A commit (default: the work tree)."),
+    doc: Path = typer.Option(None, "--doc", help="Only this document (file or directory)."),
+    fetch: bool = typer.Option(
+        False, "--fetch", help="Fetch adapters the DVC cache lacks from this work tree's remote."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Show what changed for each document: inputs, lock, adapter tensors, training."""
+    from dlm_git import revdoc
+    from dlm_git.errors import UsageError
+    from dlm_git.gitio import toplevel
+    from dlm_git.history.diff import diff_sides, to_json
+    from dlm_git.history.sides import resolve_side
+
+    root = toplevel(Path.cwd())
+    side_a = resolve_side(root, a or "HEAD")
+    side_b = resolve_side(root, b)
+    only = revdoc.doc_rel(root, doc, "diff") if doc is not None else None
+    if only is not None and only not in {*side_a.documents(), *side_b.documents()}:
+        raise UsageError("diff", f"{doc}: no document on either side", "check --doc")
+    diffs = diff_sides(side_a, side_b, only, fetch)
+    if as_json:
+        emit_json(to_json(side_a, side_b, diffs))
+        return
+    typer.echo(f"diff {side_a.describe()} -> {side_b.describe()}")
+    for d in diffs:
+        for line in render(d):
+            typer.echo(line)
+
+
+def render(d: DocDiff) -> list[str]:
+    """A document's diff as terminal lines (the JSON form holds everything)."""
+    lines = [f"{d.doc}: {d.status}"]
+    if d.status == "unchanged":
+        return lines
+    lines += _inputs(d)
+    lines += [f"  lock     {f.severity:<5} {f.describe()}" for f in d.lock.findings]
+    lines += [f"  lock     ({why})" for why in d.lock.unavailable if d.status == "changed"]
+    lines += _adapter(d)
+    lines += _training(d)
+    return lines
+
+
+def _inputs(d: DocDiff) -> list[str]:
+    i = d.inputs
+    out = [f"  section  + {s.type:<11} {s.id}  {s.first_line}" for s in i.sections_added]
+    out += [f"  section  - {s.type:<11} {s.id}  {s.first_line}" for s in i.sections_removed]
+    out += [
+        f"  section  ~ {e.type:<11} {e.from_id} -> {e.to_id}  {e.first_line}"
+        for e in i.sections_edited
+    ]
+    out += [f"  source   + {p}" for p in i.sources_added]
+    out += [f"  source   - {p}" for p in i.sources_removed]
+    out += [f"  source   ~ {p}" for p in i.sources_changed]
+    if i.base is not None:
+        out.append(f"  base     {i.base.old} -> {i.base.new}")
+    out += [f"  config   {c.key}: {c.old!r} -> {c.new!r}" for c in i.config]
+    out += [f"  inputs   (not compared: {why})" for why in i.unavailable]
+    return out
+
+
+def _adapter(d: DocDiff) -> list[str]:
+    ad = d.adapter
+    if ad.identical:
+        return [f"  adapter  identical ({(ad.to_sha256 or '')[:16]})"]
+    out = [f"  adapter  {(ad.from_sha256 or '-')[:16]} -> {(ad.to_sha256 or '-')[:16]}"]
+    out += [f"  adapter  (not compared: {why})" for why in ad.unavailable]
+    delta = ad.delta
+    if delta is None:
+        return out
+    for t in delta.tensors[:TOP_TENSORS]:
+        out.append(f"    {_num(t.rel_l2)} rel L2  {t.max_abs:.3g} max |d|  {t.name}")
+    if len(delta.tensors) > TOP_TENSORS:
+        out.append(f"    ... {len(delta.tensors) - TOP_TENSORS} more tensors (--json has all)")
+    out += [f"    + {n}" for n in delta.added] + [f"    - {n}" for n in delta.removed]
+    out += [f"    shape changed: {n}" for n in delta.reshaped]
+    if delta.modules:
+        shown = ", ".join(f"{g.group} {_num(g.rel_l2)}" for g in delta.modules[:TOP_GROUPS])
+        out.append(f"  by module  {shown}")
+    if len(delta.layers) > 1:
+        shown = ", ".join(f"layer {g.group} {_num(g.rel_l2)}" for g in delta.layers[:TOP_GROUPS])
+        out.append(f"  by layer   {shown}")
+    return out
+
+
+def _training(d: DocDiff) -> list[str]:
+    t = d.training
+    if t.steps == (None, None):
+        return []
+    out = [f"  training steps {t.steps[0]} -> {t.steps[1]}, final loss {_loss(t)}"]
+    if t.common_steps and t.first_divergent_step is None:
+        out.append(f"  loss     identical over {t.common_steps} common steps")
+    elif t.common_steps:
+        out.append(
+            f"  loss     first differs at step {t.first_divergent_step};"
+            f" max |d| {t.max_abs_delta:.4g} over {t.common_steps} common steps"
+        )
+    return out
+
+
+def _loss(t: TrainingDiff) -> str:
+    a, b = t.final_loss
+    return f"{_float(a)} -> {_float(b)}"
+
+
+def _float(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6f}"
+
+
+def _num(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.3e}"
