@@ -21,6 +21,7 @@ from dlm_git import __version__
 from dlm_git.commands import diff as diff_cmd
 from dlm_git.commands import doctor as doctor_cmd
 from dlm_git.commands import init as init_cmd
+from dlm_git.commands import log as log_cmd
 from dlm_git.commands import show as show_cmd
 from dlm_git.commands import sign as sign_cmd
 from dlm_git.commands import tokenize as tokenize_cmd
@@ -66,6 +67,7 @@ app.add_typer(hooks_app, name="hooks")
 app.command("tokenize")(tokenize_cmd.tokenize)
 app.command("verify")(verify_cmd.verify)
 app.command("diff")(diff_cmd.diff)
+app.command("log")(log_cmd.log)
 app.command("init")(init_cmd.init)
 app.command("sign")(sign_cmd.sign)
 app.command("keygen")(sign_cmd.keygen)

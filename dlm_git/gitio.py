@@ -22,6 +22,7 @@ import contextlib
 import os
 import subprocess
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlm_git.errors import DlmGitError
@@ -52,7 +53,13 @@ def toplevel(cwd: Path) -> Path:
 
 def hooks_path(cwd: Path) -> Path:
     """Where git looks for hooks (`core.hooksPath` honoured), as an absolute path."""
-    out = git(["rev-parse", "--git-path", "hooks"], cwd, check=False).decode().strip()
+    return git_path("hooks", cwd)
+
+
+def git_path(name: str, cwd: Path) -> Path:
+    """`name` inside the repository's git directory (`git rev-parse --git-path`), absolute:
+    machine-local state that is never part of the work tree."""
+    out = git(["rev-parse", "--git-path", name], cwd, check=False).decode().strip()
     if not out:
         raise GitError(str(cwd), "not a git repository", "run `git init` first")
     path = Path(out)
@@ -208,6 +215,11 @@ def _batch_request(oids: Sequence[str]) -> bytes:
 
 def read_blobs(oids: Iterable[str], cwd: Path) -> dict[str, bytes | None]:
     """Contents of blobs by object id (None where missing or not a blob)."""
+    return read_objects(oids, cwd, "blob")
+
+
+def read_objects(oids: Iterable[str], cwd: Path, kind: str) -> dict[str, bytes | None]:
+    """Contents of objects of type `kind` by id (None where missing or of another type)."""
     oids = list(dict.fromkeys(oids))
     if not oids:
         return {}
@@ -223,7 +235,7 @@ def read_blobs(oids: Iterable[str], cwd: Path) -> dict[str, bytes | None]:
             result[oid] = None  # `<oid> missing`
             continue
         size = int(parts[2])
-        result[oid] = out[pos : pos + size] if parts[1] == "blob" else None
+        result[oid] = out[pos : pos + size] if parts[1] == kind else None
         pos += size + 1
     return result
 
@@ -377,6 +389,85 @@ def all_commits(cwd: Path) -> list[tuple[str, str]]:
         if header.startswith("commit ") and _is_oid(sha) and _is_oid(tree):
             commits.append((sha, tree))
     return commits
+
+
+@dataclass(frozen=True)
+class PathCommit:
+    """A commit of `path_history`: the blob each watched path has after it, where it
+    changed it (None: deleted)."""
+
+    sha: str
+    changed: dict[str, str | None]
+
+
+def path_history(paths: Sequence[str], cwd: Path, rev: str, limit: int | None) -> list[PathCommit]:
+    """The first-parent commits from `rev` that change any of `paths`, newest first, with
+    the blob each changed path has after the commit. One `git log --raw -z`; only commit
+    ids and the watched paths' NUL-terminated names are parsed, never free text."""
+    if not _is_oid(rev):
+        raise ValueError(f"not an object id: {rev!r}")
+    args = [LITERAL, "log", "--first-parent", "--no-renames", "--no-abbrev", "--raw", "-z"]
+    args += ["--format=%x00%H", *([f"-n{limit}"] if limit is not None else []), rev, "--"]
+    tokens = _decode(git([*args, *paths], cwd)).split("\0")
+    watched = set(paths)
+    commits: list[PathCommit] = []
+    pending: str | None = None
+    for token in tokens:
+        text = token.lstrip("\n")
+        if pending is not None:
+            if text in watched and commits:
+                commits[-1].changed[text] = pending
+            pending = None
+        elif text.startswith(":"):
+            meta = text.split(" ")
+            new = meta[3] if len(meta) >= 5 else ""
+            pending = new if _is_oid(new) and set(new) != {"0"} else None
+            if pending is None and len(meta) >= 5 and meta[4].startswith("D"):
+                pending = ""  # deleted: recorded as None below
+        elif _is_oid(text):
+            commits.append(PathCommit(text, {}))
+    for commit in commits:
+        for path, blob in list(commit.changed.items()):
+            commit.changed[path] = blob or None
+    return commits
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    parents: tuple[str, ...]
+    author: str
+    email: str
+    time: int
+    subject: str
+
+
+def commit_info(shas: Iterable[str], cwd: Path) -> dict[str, CommitInfo]:
+    """Author, time, parents and subject of each commit (from its object, not a format)."""
+    out: dict[str, CommitInfo] = {}
+    for sha, raw in read_objects(shas, cwd, "commit").items():
+        if raw is not None:
+            out[sha] = _parse_commit(sha, raw)
+    return out
+
+
+def _parse_commit(sha: str, raw: bytes) -> CommitInfo:
+    head, _, message = raw.partition(b"\n\n")
+    parents: list[str] = []
+    author, email, when = "", "", 0
+    for line in head.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"parent":
+            parents.append(value.decode("ascii", "replace"))
+        elif key == b"author":
+            text = value.decode("utf-8", "replace")
+            name, _, rest = text.partition(" <")
+            email, _, stamp = rest.partition("> ")
+            author = name
+            with contextlib.suppress(ValueError):
+                when = int(stamp.split(" ")[0])
+    subject = message.decode("utf-8", "replace").split("\n", 1)[0].strip()
+    return CommitInfo(sha, tuple(parents), author, email, when, subject)
 
 
 def env_flag(name: str) -> bool:

@@ -95,7 +95,18 @@ def verify(
             reports = replay_reports(
                 root, commit, reports, level, sample, seed, tolerance, accept_license
             )
+        _remember(root, commit, reports)
     finish(reports, report, as_json)
+
+
+def _remember(root: Path, commit: str, reports: list[DocReport]) -> None:
+    """This machine's verdicts, for `dlm-git log` (`dlm_git.verify.verdicts`)."""
+    from dlm_git.gitio import resolve_commit
+    from dlm_git.verify.verdicts import remember
+
+    sha = resolve_commit(commit, root)
+    if sha is not None:
+        remember(root, sha, reports)
 
 
 def finish(reports: list[DocReport], report: Path | None, as_json: bool) -> None:

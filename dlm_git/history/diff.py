@@ -19,7 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,11 +26,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dlm_git import revdoc
+from dlm_git.history.records import json_object, recorded_adapter_sha
 from dlm_git.history.sides import Side
 from dlm_git.history.tensors import AdapterDelta, compare, read_tensors
 from dlm_git.layout import LOCK_NAME, LOSS_NAME, MANIFEST_NAME, METRICS_NAME
 from dlm_git.lock.policy import Finding, classify
-from dlm_git.manifest.records import ADAPTER_WEIGHTS
 
 Status = Literal["added", "removed", "changed", "unchanged"]
 
@@ -133,8 +132,8 @@ def diff_document(
     lock_b, man_b, met_b, loss_b = (rb[n] for n in names)
     inputs = diff_inputs(a, b, doc, present, work)
     lock = diff_locks(lock_a, lock_b)
-    adapter = diff_adapters(a, b, doc, (_json(man_a), _json(man_b)), work, fetch)
-    training = diff_training((_json(met_a), _json(met_b)), (loss_a, loss_b))
+    adapter = diff_adapters(a, b, doc, (json_object(man_a), json_object(man_b)), work, fetch)
+    training = diff_training((json_object(met_a), json_object(met_b)), (loss_a, loss_b))
     status: Status
     if not present[0]:
         status = "added"
@@ -238,7 +237,7 @@ def _config(loaded: Any) -> dict[str, Any]:
 
 def diff_locks(a: bytes | None, b: bytes | None) -> LockDiff:
     out = LockDiff()
-    la, lb = _json(a), _json(b)
+    la, lb = json_object(a), json_object(b)
     for what, raw, parsed in (("A", a, la), ("B", b, lb)):
         if raw is None:
             out.unavailable.append(f"no {LOCK_NAME} on side {what}")
@@ -257,7 +256,7 @@ def diff_adapters(
     work: Path,
     fetch: bool,
 ) -> AdapterDiff:
-    out = AdapterDiff(_recorded_sha(manifests[0]), _recorded_sha(manifests[1]))
+    out = AdapterDiff(recorded_adapter_sha(manifests[0]), recorded_adapter_sha(manifests[1]))
     if out.from_sha256 is not None and out.from_sha256 == out.to_sha256:
         out.identical = True
         return out
@@ -275,14 +274,6 @@ def diff_adapters(
             t.max_abs == 0 for t in out.delta.tensors
         )
     return out
-
-
-def _recorded_sha(manifest: dict[str, Any] | None) -> str | None:
-    try:
-        sha = manifest["adapter"]["files"][ADAPTER_WEIGHTS]["sha256"]  # type: ignore[index]
-    except (KeyError, TypeError):
-        return None
-    return sha if isinstance(sha, str) else None
 
 
 def diff_training(
@@ -314,16 +305,6 @@ def _curve(data: bytes | None) -> list[float]:
         except (IndexError, ValueError):
             return out
     return out
-
-
-def _json(data: bytes | None) -> dict[str, Any] | None:
-    if data is None:
-        return None
-    try:
-        parsed = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return parsed if isinstance(parsed, dict) else None
 
 
 def _int(obj: dict[str, Any] | None, key: str) -> int | None:

@@ -1,0 +1,128 @@
+"""`dlm-git log [--doc PATH] [-n N] [--json]`: each document's adapter lineage."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from dlm_git.output import emit_json
+
+if TYPE_CHECKING:
+    from dlm_git.history.log import LogEntry
+
+
+def log(
+    doc: Path = typer.Option(None, "--doc", help="Only this document (file or directory)."),
+    max_count: int = typer.Option(
+        None, "-n", "--max-count", help="At most N entries per document."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Show the lineage of each document's adapter: commits, adapters, lock acceptances,
+    signatures and verdicts (from git objects only)."""
+    from dlm_git import gitio, revdoc
+    from dlm_git.errors import UsageError
+    from dlm_git.history.log import lineage
+
+    if max_count is not None and max_count < 1:
+        raise UsageError("log", f"-n {max_count}: must be at least 1", "e.g. -n 10")
+    root = gitio.toplevel(Path.cwd())
+    head = gitio.resolve_commit("HEAD", root)
+    if head is None:
+        raise UsageError("log", "no commits yet", "commit a trained document first")
+    docs = [revdoc.doc_rel(root, doc, "log")] if doc is not None else _documents(root, head)
+    lineages = {d: lineage(root, head, d, max_count) for d in docs}
+    if doc is not None and not lineages[docs[0]]:
+        raise UsageError("log", f"{doc}: no records of this document in HEAD's history")
+    if as_json:
+        emit_json({"schema": "dlm-git.log/1", "head": head, "documents": _json(lineages)})
+        return
+    for name, entries in lineages.items():
+        typer.echo(f"{name}: {len(entries)} record change(s)")
+        for entry in entries:
+            for line in render(entry):
+                typer.echo(line)
+
+
+def _documents(root: Path, head: str) -> list[str]:
+    from dlm_git.history.sides import Side
+
+    return Side(root, head, "HEAD").documents()
+
+
+def render(e: LogEntry) -> list[str]:
+    c = e.commit
+    day = time.strftime("%Y-%m-%d", time.gmtime(c.time)) if c.time else "?"
+    lines = [f"  {c.sha[:12]} {day} {c.author}: {c.subject}"]
+    what = f"{e.determinism_class or '?'}, {e.profile or 'no profile'}"
+    if e.world_size and e.world_size > 1:
+        what += f", {e.world_size} ranks"
+    adapter = (e.adapter_sha256 or "none recorded")[:16]
+    moved = " (new)" if e.adapter_changed else ""
+    lines.append(f"      adapter   {adapter}{moved}  {what}")
+    if e.acceptance is not None:
+        a = e.acceptance
+        whose = "the lock it replaced" if a.chained else "a lock not in this lineage"
+        drift = "; ".join(f"{f.severity} {f.describe()}" for f in a.drift) or "no drift"
+        lines.append(
+            f"      accepted  by {c.author}: supersedes {a.supersedes[:12]} ({whose}): {drift}"
+        )
+    if e.signature is not None:
+        lines.append(f"      signature {e.signature.state}: {e.signature.detail}")
+    lines.append(f"      verify    {_verdicts(e)}")
+    lines += [f"      problem   {p}" for p in e.problems]
+    return lines
+
+
+def _verdicts(e: LogEntry) -> str:
+    recorded = e.recorded_verdict
+    text = (
+        f"recorded {recorded['verdict']} ({recorded['level']})" if recorded else "nothing recorded"
+    )
+    local = e.local_verdict
+    if local:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(local["at"])))
+        text += f"; here {local['verdict']} ({local['level']}, {when} UTC)"
+    return text
+
+
+def _json(lineages: dict[str, list[LogEntry]]) -> list[dict[str, Any]]:
+    return [
+        {"doc": doc, "entries": [_entry(e) for e in entries]} for doc, entries in lineages.items()
+    ]
+
+
+def _entry(e: LogEntry) -> dict[str, Any]:
+    c, a, s = e.commit, e.acceptance, e.signature
+    return {
+        "commit": c.sha,
+        "parents": list(c.parents),
+        "author": c.author,
+        "email": c.email,
+        "time": c.time,
+        "subject": c.subject,
+        "changed": e.changed,
+        "adapter_sha256": e.adapter_sha256,
+        "adapter_changed": e.adapter_changed,
+        "determinism_class": e.determinism_class,
+        "profile": e.profile,
+        "world_size": e.world_size,
+        "acceptance": None
+        if a is None
+        else {
+            "supersedes": a.supersedes,
+            "chained": a.chained,
+            "accepted_by": c.author,
+            "drift": [
+                {"field": f.field, "severity": f.severity, "from": f.old, "to": f.new}
+                for f in a.drift
+            ],
+        },
+        "signature": None if s is None else {"state": s.state, "detail": s.detail},
+        "recorded_verdict": e.recorded_verdict,
+        "local_verdict": e.local_verdict,
+        "problems": e.problems,
+    }

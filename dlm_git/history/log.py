@@ -1,0 +1,204 @@
+"""`log`: a document's adapter lineage through history, from git objects only.
+
+Invariants:
+- The lineage is the first-parent history from HEAD of the commits that change any of the
+  document's records (`dlm.lock`, `manifest.json`, `dlm.sig`, `verify.json`): one
+  `git log --raw`, one tree listing for the oldest entry (and one for its parent's lock),
+  one `cat-file --batch` for every blob and commit. Nothing heavy is imported: no torch,
+  no DVC, no pydantic model validation (records are read as plain JSON).
+- Each entry says what its commit holds, never more: the recorded adapter sha256, the
+  lock's determinism class, profile and world size; a lock acceptance (a new
+  `supersedes`) with its author, whether it names the lock it replaced (sha256 of that
+  lock's bytes) and the drift it accepted (the one lock table, against that lock); the
+  signature judged with this machine's trust (`dlm_git.sign`: a signature by an
+  untrusted key is "untrusted", not "invalid"); the verdict the commit's own
+  `verify.json` records and, apart from it, the last verdict this machine's
+  `dlm-git verify` reached for the commit (`dlm_git.verify.verdicts`).
+- Malformed records are described, never fatal.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from dlm_git import gitio, revdoc
+from dlm_git.gitio import CommitInfo
+from dlm_git.hashing import sha256_bytes
+from dlm_git.history.records import json_object, recorded_adapter_sha
+from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME
+from dlm_git.lock.policy import Finding, classify
+from dlm_git.topology import recorded_world_size
+
+RECORDS = (LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME)
+SignatureState = Literal["valid", "untrusted", "invalid"]
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    supersedes: str
+    chained: bool
+    """True when `supersedes` is the sha256 of the lock this commit replaced."""
+    drift: list[Finding]
+
+
+@dataclass(frozen=True)
+class Signature:
+    state: SignatureState
+    detail: str
+
+
+@dataclass
+class LogEntry:
+    commit: CommitInfo
+    changed: list[str]
+    adapter_sha256: str | None = None
+    adapter_changed: bool = False
+    """The recorded adapter differs from the previous entry's (or this is the first)."""
+    determinism_class: str | None = None
+    profile: str | None = None
+    world_size: int | None = None
+    acceptance: Acceptance | None = None
+    signature: Signature | None = None
+    recorded_verdict: dict[str, str] | None = None
+    local_verdict: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def lineage(root: Path, head: str, doc: str, limit: int | None) -> list[LogEntry]:
+    """The entries of `doc` from `head`, newest first (at most `limit`)."""
+    from dlm_git.verify.verdicts import known
+
+    prefix = revdoc.prefix_of(doc)
+    paths = [prefix + name for name in RECORDS]
+    commits = gitio.path_history(paths, root, head, limit)
+    if not commits:
+        return []
+    states = _states(root, paths, commits)
+    infos = gitio.commit_info([c.sha for c in commits], root)
+    oldest = infos.get(commits[-1].sha)
+    before = _lock_before(root, oldest, paths[0])
+    blob_ids = {b for s in states for b in s.values() if b} | ({before} if before else set())
+    blobs = gitio.read_blobs(blob_ids, root)
+    verdicts = known(root)
+    entries: list[LogEntry] = []
+    previous_lock = blobs.get(before) if before else None
+    for commit, state in reversed(list(zip(commits, states, strict=True))):
+        info = infos.get(commit.sha) or CommitInfo(commit.sha, (), "", "", 0, "")
+        names = sorted(posixpath.basename(p) for p in commit.changed)
+        entry = LogEntry(info, names)
+        record = {posixpath.basename(p): blobs.get(b) if b else None for p, b in state.items()}
+        _read_records(entry, record, previous_lock, doc)
+        if record.get(SIGNATURE_NAME) is not None:
+            entry.signature = _signature(root, info, doc, record)
+        entry.local_verdict = verdicts.get(commit.sha, {}).get(doc)
+        entry.adapter_changed = not entries or entries[-1].adapter_sha256 != entry.adapter_sha256
+        previous_lock = record.get(LOCK_NAME)
+        entries.append(entry)
+    return entries[::-1]
+
+
+def _states(
+    root: Path, paths: list[str], commits: list[gitio.PathCommit]
+) -> list[dict[str, str | None]]:
+    """The blob of every record path after each commit, aligned with `commits` (newest
+    first): the oldest's from its tree listing, then each newer commit's changes applied."""
+    oldest = commits[-1].sha
+    listed = gitio.object_ids([f"{oldest}:{p}" for p in paths], root)
+    state: dict[str, str | None] = {p: listed.get(f"{oldest}:{p}") for p in paths}
+    by_age = [state]
+    for commit in reversed(commits[:-1]):
+        state = {**state, **commit.changed}
+        by_age.append(state)
+    return by_age[::-1]
+
+
+def _lock_before(root: Path, oldest: CommitInfo | None, lock_path: str) -> str | None:
+    if oldest is None or not oldest.parents:
+        return None
+    parent = oldest.parents[0]
+    return gitio.object_ids([f"{parent}:{lock_path}"], root).get(f"{parent}:{lock_path}")
+
+
+def _read_records(
+    entry: LogEntry, record: dict[str, bytes | None], previous_lock: bytes | None, doc: str
+) -> None:
+    manifest = json_object(record.get(MANIFEST_NAME))
+    if record.get(MANIFEST_NAME) is not None and manifest is None:
+        entry.problems.append(f"{MANIFEST_NAME} is not a JSON object")
+    entry.adapter_sha256 = recorded_adapter_sha(manifest)
+    lock = json_object(record.get(LOCK_NAME))
+    if record.get(LOCK_NAME) is not None and lock is None:
+        entry.problems.append(f"{LOCK_NAME} is not a JSON object")
+    if lock is not None:
+        _read_lock(entry, lock, previous_lock)
+    report = json_object(record.get(VERIFY_NAME))
+    if report is not None:
+        entry.recorded_verdict = _recorded_verdict(report, doc)
+
+
+def _read_lock(entry: LogEntry, lock: dict[str, Any], previous_lock: bytes | None) -> None:
+    klass = lock.get("determinism_class")
+    entry.determinism_class = klass if isinstance(klass, str) else None
+    flags = lock.get("determinism_flags")
+    if isinstance(flags, dict):
+        profile = flags.get("numerics")
+        entry.profile = profile if isinstance(profile, str) else None
+        size = recorded_world_size(flags)
+        entry.world_size = size if isinstance(size, int) else None
+        if isinstance(size, str):
+            entry.problems.append(f"{LOCK_NAME}: {size}")
+    supersedes = lock.get("supersedes")
+    before = json_object(previous_lock)
+    if isinstance(supersedes, str) and (before is None or before.get("supersedes") != supersedes):
+        chained = previous_lock is not None and sha256_bytes(previous_lock) == supersedes
+        drift = [f for f in classify(before, lock) if f.severity != "ALLOW"] if before else []
+        entry.acceptance = Acceptance(supersedes, chained, drift)
+
+
+def _signature(
+    root: Path, info: CommitInfo, doc: str, record: dict[str, bytes | None]
+) -> Signature:
+    from dlm_git.sign.bundle import signed_digests
+    from dlm_git.sign.judge import judge
+    from dlm_git.sign.trust import trusted_keys
+
+    dlm = revdoc.the_dlm(root, doc, info.sha)
+    dlm_bytes = (
+        gitio.cat_files([f"{info.sha}:{dlm}"], root).get(f"{info.sha}:{dlm}") if dlm else None
+    )
+    manifest = json_object(record.get(MANIFEST_NAME)) or {}
+    files = manifest.get("adapter", {}).get("files", {}) if isinstance(manifest, dict) else {}
+    recorded = {
+        n: f.get("sha256")
+        for n, f in (files.items() if isinstance(files, dict) else [])
+        if isinstance(f, dict)
+    }
+    expected = signed_digests(
+        posixpath.basename(dlm or "document.dlm"),
+        dlm_bytes,
+        record.get(LOCK_NAME),
+        record.get(MANIFEST_NAME),
+        recorded,
+    )
+    keys, _ = trusted_keys(root, info.parents[0] if info.parents else None)
+    decision = judge(record[SIGNATURE_NAME], expected, keys, required=False)
+    failed = [detail for _, ok, detail in decision.checks if not ok]
+    if failed:
+        return Signature("invalid", failed[0])
+    if any("not trusted" in note for note in decision.notes):
+        return Signature("untrusted", decision.notes[0])
+    valid = next((d for name, ok, d in decision.checks if name == "signature.trusted"), "")
+    return Signature("valid", valid)
+
+
+def _recorded_verdict(report: dict[str, Any], doc: str) -> dict[str, str] | None:
+    docs = report.get("documents")
+    for item in docs if isinstance(docs, list) else []:
+        if isinstance(item, dict) and item.get("doc") in (doc, f"{doc}/"):
+            verdict, level = item.get("verdict"), item.get("level")
+            if isinstance(verdict, str) and isinstance(level, str):
+                return {"verdict": verdict, "level": level}
+    return None

@@ -1,0 +1,73 @@
+"""The verdicts this machine's `dlm-git verify COMMIT` reached: the auditor's own memory.
+
+Invariants:
+- Machine-local: `dlm-git/verdicts.json` inside the git directory (`.git/`), so verifying
+  writes nothing into the work tree; never committed and never read from a commit (what a
+  commit says about itself is its `verify.json`, which `dlm-git log` shows apart).
+- One entry per (commit, document): the last verdict reached, its level and when (UTC
+  seconds). Written atomically; a damaged or foreign file is ignored and replaced.
+- Bounded: the MAX_COMMITS most recently verified commits are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from dlm_git import gitio
+from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.hashing import canonical_json
+from dlm_git.verify.report import DocReport
+
+STORE = "dlm-git/verdicts.json"
+MAX_COMMITS = 10_000
+
+
+def known(root: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """commit -> document -> {"verdict", "level", "at"} (empty when none or damaged)."""
+    try:
+        data = json.loads(_path(root).read_text("utf-8"))
+    except (OSError, ValueError, RecursionError, DlmGitError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        sha: {doc: dict(entry) for doc, entry in docs.items() if _entry_ok(entry)}
+        for sha, docs in data.items()
+        if isinstance(sha, str) and isinstance(docs, dict)
+    }
+
+
+def remember(root: Path, sha: str, reports: Iterable[DocReport]) -> None:
+    """Record each report's verdict for `sha` (best effort: a read-only disk is no error)."""
+    store = known(root)
+    now = int(time.time())
+    docs = store.pop(sha, {})
+    for r in reports:
+        docs[r.doc] = {"verdict": str(r.verdict), "level": str(r.level), "at": now}
+    store[sha] = docs
+    if len(store) > MAX_COMMITS:
+        newest = sorted(
+            store, key=lambda c: max(e["at"] for e in store[c].values()) if store[c] else 0
+        )
+        store = {c: store[c] for c in newest[-MAX_COMMITS:]}
+    with contextlib.suppress(OSError, DlmGitError):
+        atomic_write_bytes(_path(root), canonical_json(store))
+
+
+def _path(root: Path) -> Path:
+    return gitio.git_path(STORE, root)
+
+
+def _entry_ok(entry: object) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("verdict"), str)
+        and isinstance(entry.get("level"), str)
+        and type(entry.get("at")) is int
+    )
