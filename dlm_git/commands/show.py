@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dlm_git.base.resolve import locate_base
-from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.output import console, emit_json
+
+if TYPE_CHECKING:  # the document model (pydantic) loads only when `show` runs
+    from dlm_git.doc.load import LoadedDocument
 
 
 def show(
@@ -17,6 +18,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show frontmatter, sections, expanded sources and the resolved base model."""
+    from dlm_git.doc.load import load_document
+
     loaded = load_document(doc)
     report = show_report(loaded)
     if as_json:
@@ -26,6 +29,8 @@ def show(
 
 
 def show_report(loaded: LoadedDocument) -> dict[str, Any]:
+    from dlm_git.base.resolve import locate_base
+
     d = loaded.doc
     located = locate_base(d.frontmatter.base_model, d.directory, loaded.repo_root)
     from dlm_git.cache.store import TokenCache, default_cache_dir

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from dlm_git.errors import UsageError
 from dlm_git.layout import MANIFEST_NAME
 from dlm_git.lock.decision import LockMode
-from dlm_git.lock.schema import Lock
 from dlm_git.output import emit_json
 from dlm_git.topology import FLAG, check_nproc
+
+if TYPE_CHECKING:
+    from dlm_git.lock.schema import Lock
 
 LOCK_MODES: dict[str, LockMode] = {
     "default": "default",
