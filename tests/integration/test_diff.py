@@ -163,3 +163,19 @@ def test_misuse_is_one_line_exit_2(forge: Any, args: list[str], message: str) ->
     assert result.code == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_fetch_brings_a_missing_adapter_from_the_remote(
+    retrained: Any, forgery: Any, tmp_path: Path
+) -> None:
+    """Both adapters pushed to a local-directory DVC remote, HEAD's weights then lost from
+    the cache: without --fetch they are reported missing, with --fetch compared."""
+    remote = tmp_path / "remote"
+    forgery.run(["dvc", "remote", "add", "-d", "store", str(remote)], retrained.root)
+    forgery.run(["dvc", "push", "-q", "--all-commits"], retrained.root)
+    weights_md5 = retrained.listing(retrained.out_md5())["adapter_model.safetensors"]
+    retrained.cache_path(weights_md5).unlink()
+    assert diff_json(retrained, "HEAD~1", "HEAD")["adapter"]["tensors"] == []
+    fetched = diff_json(retrained, "HEAD~1", "HEAD", "--fetch")["adapter"]
+    assert fetched["unavailable"] == [] and len(fetched["tensors"]) == 28
+    assert retrained.cache_path(weights_md5).is_file()
