@@ -20,6 +20,7 @@ import typer
 from dlm_git import __version__
 from dlm_git.commands import diff as diff_cmd
 from dlm_git.commands import doctor as doctor_cmd
+from dlm_git.commands import fsck as fsck_cmd
 from dlm_git.commands import init as init_cmd
 from dlm_git.commands import log as log_cmd
 from dlm_git.commands import show as show_cmd
@@ -66,6 +67,7 @@ app.add_typer(base_app, name="base")
 app.add_typer(hooks_app, name="hooks")
 app.command("tokenize")(tokenize_cmd.tokenize)
 app.command("verify")(verify_cmd.verify)
+app.command("fsck")(fsck_cmd.fsck)
 app.command("diff")(diff_cmd.diff)
 app.command("log")(log_cmd.log)
 app.command("init")(init_cmd.init)

@@ -126,6 +126,58 @@ def find_out(lock: dict[str, Any], path: str) -> DvcOut | None:
     return None
 
 
+def record_outs(
+    record: dict[str, Any], name: str = DVC_LOCK
+) -> tuple[list[DvcOut], list[DvcRecordError]]:
+    """Every out a DVC record names by md5: each stage's `outs` of a dvc.lock (a mapping
+    with `stages`), or the top-level `outs` of a `.dvc` file (stage ""). Each out's md5 is
+    checked; an out or a stage that is malformed is returned as an error, not raised, so
+    one bad entry does not hide the others. Outs without an md5 (cloud-versioned, or not
+    yet computed) are left out. `name`: the record's path, for the errors."""
+    if "stages" in record:
+        stages = record.get("stages") or {}
+        if not isinstance(stages, dict):
+            return [], [DvcRecordError(name, "`stages` is not a mapping", RESTORE)]
+        bodies = [(str(stage), body) for stage, body in stages.items()]
+    else:
+        bodies = [("", record)]
+    outs: list[DvcOut] = []
+    errors: list[DvcRecordError] = []
+    for stage, body in bodies:
+        where = f"stages.{stage}" if stage else "outs"
+        if not isinstance(body or {}, dict):
+            errors.append(DvcRecordError(name, f"{where} is not a mapping", RESTORE))
+            continue
+        listed = (body or {}).get("outs") or []
+        if not isinstance(listed, list):
+            errors.append(DvcRecordError(name, f"{where}.outs is not a list", RESTORE))
+            continue
+        for out in listed:
+            if not isinstance(out, dict) or not isinstance(out.get("path"), str):
+                errors.append(DvcRecordError(name, f"{where}.outs has a malformed entry", RESTORE))
+                continue
+            if not out.get("md5"):
+                continue
+            path = out["path"]
+            try:
+                md5 = check_md5(out["md5"], name)
+            except DvcRecordError as exc:
+                what = f"{where}.outs[{path[:80]}].md5: {exc.message}"
+                errors.append(DvcRecordError(name, what, RESTORE))
+                continue
+            size, nfiles = out.get("size"), out.get("nfiles")
+            outs.append(
+                DvcOut(
+                    stage,
+                    path,
+                    md5,
+                    size if isinstance(size, int) and not isinstance(size, bool) else None,
+                    nfiles if isinstance(nfiles, int) and not isinstance(nfiles, bool) else None,
+                )
+            )
+    return outs, errors
+
+
 @functools.lru_cache(maxsize=8)
 def _stage_index(data: bytes) -> tuple[tuple[str, ...], dict[str, tuple[int, ...]]] | None:
     """dvc.lock's stages as YAML text, one `name:\n  body` block each, in file order, and
@@ -230,6 +282,12 @@ def dir_listing(repo_root: Path, md5: str) -> dict[str, str] | None:
         data = path.read_bytes()
     except OSError:
         return None  # absent (or unreadable): not cached here
+    return parse_dir_listing(data, md5)
+
+
+def parse_dir_listing(data: bytes, md5: str) -> dict[str, str]:
+    """relpath -> md5 of the `.dir` object `md5` whose bytes are `data`; `DvcRecordError`
+    when the listing is malformed (see `dir_listing`)."""
     where = f"DVC cache object {md5}"
     try:
         entries = load_json(data)

@@ -250,6 +250,25 @@ def cat_files(names: Iterable[str], cwd: Path) -> dict[str, bytes | None]:
     return {name: blobs.get(ids[name]) if name in ids else None for name in names}
 
 
+def parse_tree(data: bytes, oid_bytes: int = 20) -> list[tuple[str, str, str]]:
+    """(mode, name, hex object id) of each entry of a raw tree object (`<mode> <name>NUL`
+    then the raw id, `oid_bytes` long: 20 for SHA-1, 32 for SHA-256). Names come back as
+    `_decode` gives them; a truncated entry ends the list (a damaged object is never
+    read past its end)."""
+    entries = []
+    pos, end = 0, len(data)
+    while pos < end:
+        space = data.find(b" ", pos)
+        nul = data.find(b"\0", space + 1) if space >= 0 else -1
+        if space < 0 or nul < 0 or nul + 1 + oid_bytes > end:
+            break
+        mode = data[pos:space].decode("ascii", "replace")
+        name = _decode(data[space + 1 : nul])
+        entries.append((mode, name, data[nul + 1 : nul + 1 + oid_bytes].hex()))
+        pos = nul + 1 + oid_bytes
+    return entries
+
+
 class BlobReader:
     """One `git cat-file --batch` process for several rounds of reads (`read(names)` like
     `cat_files`), so a reader that only learns what it needs from what it read first does
@@ -280,6 +299,19 @@ class BlobReader:
 
     def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes | None]:
         """Contents of blobs by object id (None where missing or not a blob)."""
+        return self.read_objects(oids, "blob")
+
+    def read_trees(self, oids: Iterable[str]) -> dict[str, list[tuple[str, str, str]] | None]:
+        """Entries (mode, name, object id) of tree objects by id (None where missing or
+        not a tree); see `parse_tree`."""
+        raw = self.read_objects(oids, "tree")
+        return {
+            oid: None if data is None else parse_tree(data, len(oid) // 2)
+            for oid, data in raw.items()
+        }
+
+    def read_objects(self, oids: Iterable[str], kind: str) -> dict[str, bytes | None]:
+        """Raw contents of objects of type `kind` by id (None where missing or another type)."""
         oids = list(dict.fromkeys(oids))
         stdin, stdout = self._proc.stdin, self._proc.stdout
         assert stdin is not None and stdout is not None
@@ -301,7 +333,7 @@ class BlobReader:
                     continue
                 size = int(parts[2])
                 data = stdout.read(size + 1)[:size]
-                result[oid] = data if parts[1] == "blob" else None
+                result[oid] = data if parts[1] == kind else None
         return result
 
     def close(self) -> None:

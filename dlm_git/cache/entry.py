@@ -92,6 +92,26 @@ def encode_entry(key: str, row: RowTokens) -> bytes:
     return body + checksum_digest(body)
 
 
+def is_other_entry_version(data: bytes) -> bool:
+    """An entry in another version's format (magic DLMTOKC<n> with another n): not
+    corrupt, only never read (its key is another version's, see `entry_key`)."""
+    return data[:7] == MAGIC[:7] and data[:8] != MAGIC
+
+
+def check_entry(data: bytes, key: str) -> None:
+    """Raise `CorruptEntry` unless `data` is a whole entry stored under `key`: everything
+    `decode_entry` checks, for the row id the entry itself holds (fsck has no row ids)."""
+    at = len(MAGIC) + KEY_LEN
+    if len(data) < at + 2:
+        raise CorruptEntry("bad magic or truncated")
+    (n,) = struct.unpack_from("<H", data, at)
+    try:
+        row_id = data[at + 2 : at + 2 + n].decode("ascii")
+    except UnicodeDecodeError:
+        raise CorruptEntry("row id is not ASCII") from None
+    decode_entry(data, key, row_id)
+
+
 def decode_entry(data: bytes, key: str, row_id: str) -> RowTokens:
     """The row's tokens (views into `data`); CorruptEntry if anything is off."""
     rid = row_id.encode("ascii")

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git import revdoc
-from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out, parse_dvc_lock
+from dlm_git.dvcfiles import (
+    DvcRecordError,
+    cache_object,
+    check_md5,
+    dir_listing,
+    find_out,
+    parse_dvc_lock,
+)
 
 
 def fetch_outs(root: Path, dvc_lock: bytes | None, doc_rel: str, names: Iterable[str]) -> list[str]:
@@ -62,6 +69,33 @@ def fetch_outs(root: Path, dvc_lock: bytes | None, doc_rel: str, names: Iterable
         except Exception as exc:  # noqa: BLE001 - the remote's failures are DVC's many types
             notes.append(f"--fetch: {out_path}: {type(exc).__name__}: {str(exc)[:120]}")
     return notes
+
+
+def pull_objects(root: Path, md5s: Iterable[str]) -> str | None:
+    """Fetch exactly the objects `md5s` (each checked first: `DvcRecordError`) from the
+    work tree's default DVC remote into the cache (for a `.dir` md5, at least its
+    listing). None when DVC ran; else why it could not (no DVC repository, no default
+    remote, the remote's error). What arrived is judged by re-hashing it, not here."""
+    wanted = [check_md5(m, "DVC cache") for m in dict.fromkeys(md5s)]
+    if not wanted:
+        return None
+    try:
+        from dvc.config import NoRemoteError
+    except ModuleNotFoundError:
+        return "DVC is not installed (pip install 'dlm-git[train]')"
+    try:
+        repo = _open(root)
+        if repo is None:
+            return f"{root} has no DVC repository to fetch with"
+        try:
+            _pull(repo, wanted)
+        finally:
+            repo.close()
+    except NoRemoteError:
+        return "no default DVC remote is configured (`dvc remote add -d`)"
+    except Exception as exc:  # noqa: BLE001 - the remote's failures are DVC's many types
+        return f"{type(exc).__name__}: {str(exc)[:120]}"
+    return None
 
 
 def _missing(root: Path, dir_md5: str) -> list[str] | None:

@@ -1,0 +1,286 @@
+"""Which DVC cache objects the history references, and what references each one first.
+
+Invariants:
+- The history is every commit reachable from any ref or from HEAD
+  (`gitio.all_commits`, parents before children), then the work tree's own `dvc.lock`
+  (outs that `dvc repro` produced and nothing has committed yet are referenced too).
+- Git is read through one `cat-file --batch` for the whole history: each distinct tree
+  object is read and summarised once (the records, documents and params.yaml under it),
+  so a commit that changes one directory costs the trees on the path to it; every
+  record blob (each `dvc.lock`, each `*.dvc` file, `params.yaml`) is read and parsed
+  once per blob id. Symbolic links and submodules are never records.
+- Every out with an md5 of every stage of every record is referenced (DVC caches the
+  token stages' outs as well as the adapters), except a file out that git tracks in the
+  same commit (or, for the work tree, in the index): a `cache: false` out (dlm.lock,
+  manifest.json, metrics) lives in git, never in the DVC cache, and DVC refuses to cache
+  an out git tracks. Objects are deduplicated by md5, and each
+  keeps its first referrer: the oldest commit, parents first. An out `<doc>/adapter` or
+  `<doc>/segments` of the root `dvc.lock`, for a document of that commit (found as
+  `verify` finds them: `dlm_git.docset`), is attributed to that document.
+- Records are hostile: every md5 is checked by `dlm_git.dvcfiles` before it names
+  anything, and a malformed record is a note against the commit that holds it, never a
+  path; nothing here opens a file in the DVC cache.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlm_git import gitio, revdoc
+from dlm_git.docset import PARAMS_NAME, RECORD_NAMES, Params, Tree, documents, read_params
+from dlm_git.dvcfiles import DVC_LOCK, DvcOut, DvcRecordError, parse_dvc_lock, record_outs
+from dlm_git.safeparse import TooDeep
+
+DOC_OUTS = ("adapter", "segments")
+RECORD_SUFFIX = ".dvc"
+
+
+@dataclass(frozen=True)
+class Referrer:
+    """Where an object is referenced first."""
+
+    commit: str | None
+    """The commit (full id); None: the work tree's `dvc.lock`."""
+    record: str
+    """The record naming it: `dvc.lock`, `sub/dvc.lock`, `data.dvc` (repository path)."""
+    out: str
+    """The out's path (repository path; `<out>/<relpath>` for a directory's file)."""
+    doc: str | None
+    """The document whose adapter or segments this is, if it is one."""
+    order: int
+    """Position of the commit in the history (parents first); the work tree is last."""
+
+    def entry(self, relpath: str) -> Referrer:
+        """The referrer of file `relpath` of this directory out."""
+        return Referrer(self.commit, self.record, f"{self.out}/{relpath}", self.doc, self.order)
+
+
+@dataclass
+class References:
+    """md5 -> first referrer, in the order first seen; plus what could not be read."""
+
+    commits: int = 0
+    objects: dict[str, Referrer] = field(default_factory=dict)
+    run_cache: dict[str, Referrer] = field(default_factory=dict)
+    """Objects DVC's run cache names (outs of earlier runs it can restore): checked when
+    present and not orphans, but not missing when absent (DVC may have dropped them)."""
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, md5: str, referrer: Referrer) -> None:
+        known = self.objects.get(md5)
+        if known is None or referrer.order < known.order:
+            self.objects[md5] = referrer
+
+
+def is_record(path: str) -> bool:
+    """A DVC record: a `dvc.lock` (root or a subdirectory's) or a `<name>.dvc` file."""
+    base = posixpath.basename(path)
+    return base == DVC_LOCK or (base.endswith(RECORD_SUFFIX) and base != RECORD_SUFFIX)
+
+
+@dataclass
+class _TreeInfo:
+    records: list[tuple[str, str]]
+    """(path, blob id) of the tree's DVC records."""
+    params: str | None
+    """Blob id of the root params.yaml."""
+    doc_paths: list[str]
+    """The tree's paths that `docset.Tree` looks at (`.dlm` files and records)."""
+
+
+TREE_MODE = "40000"
+SUBMODULE_MODE = "160000"
+
+
+def _relevant(name: str) -> bool:
+    """A file name that a summary keeps: records, documents, params.yaml."""
+    return name.endswith(".dlm") or name in RECORD_NAMES or name == PARAMS_NAME or is_record(name)
+
+
+class _Trees:
+    """The history's tree objects, each read once through one `cat-file --batch` and
+    summarised once: a commit that changes one directory costs reading the trees on the
+    path to it, not a listing of the whole tree."""
+
+    def __init__(self, reader: gitio.BlobReader) -> None:
+        self.reader = reader
+        self.entries: dict[str, dict[str, tuple[str, str]]] = {}
+        """tree -> name -> (mode, object id)."""
+        self.summaries: dict[str, list[tuple[str, str]]] = {}
+        """tree -> (path, blob id) of the relevant files under it."""
+
+    def _load(self, root: str) -> None:
+        """Read every tree reachable from `root` not read yet, a level per round trip."""
+        frontier = [root] if root not in self.entries else []
+        while frontier:
+            nxt: list[str] = []
+            for oid, listed in self.reader.read_trees(frontier).items():
+                table = {name: (mode, child) for mode, name, child in listed or []}
+                self.entries[oid] = table
+                nxt += [c for m, c in table.values() if m == TREE_MODE and c not in self.entries]
+            frontier = list(dict.fromkeys(nxt))
+
+    def info(self, root: str) -> _TreeInfo:
+        self._load(root)
+        stack = [(root, False)]
+        while stack:  # post-order, without recursion (a hostile tree may be very deep)
+            oid, children_done = stack.pop()
+            if oid in self.summaries:
+                continue
+            table = self.entries.get(oid, {})
+            if not children_done:
+                stack.append((oid, True))
+                stack += [
+                    (c, False)
+                    for m, c in table.values()
+                    if m == TREE_MODE and c not in self.summaries
+                ]
+                continue
+            summary: list[tuple[str, str]] = []
+            for name, (mode, child) in table.items():
+                if mode == TREE_MODE:
+                    summary += [(f"{name}/{path}", o) for path, o in self.summaries.get(child, [])]
+                elif mode not in (gitio.SYMLINK_MODE, SUBMODULE_MODE) and _relevant(name):
+                    summary.append((name, child))
+            self.summaries[oid] = summary
+        info = _TreeInfo([], None, [])
+        for path, oid in self.summaries[root]:
+            if path == PARAMS_NAME:
+                info.params = oid
+            if is_record(path):
+                info.records.append((path, oid))
+            if path.endswith(".dlm") or posixpath.basename(path) in RECORD_NAMES:
+                info.doc_paths.append(path)
+        return info
+
+    def tracks(self, root: str, path: str) -> bool:
+        """Whether tree `root` holds a file (not a directory or submodule) at `path`."""
+        oid = root
+        *dirs, name = path.split("/")
+        for part in dirs:
+            entry = self.entries.get(oid, {}).get(part)
+            if entry is None or entry[0] != TREE_MODE:
+                return False
+            oid = entry[1]
+        entry = self.entries.get(oid, {}).get(name)
+        return entry is not None and entry[0] not in (TREE_MODE, SUBMODULE_MODE)
+
+
+def _parse(path: str, data: bytes | None) -> tuple[list[DvcOut], list[str]]:
+    """The outs of record `path` (its bytes `data`), and what is wrong with it."""
+    if data is None:
+        return [], []
+    try:
+        record = parse_dvc_lock(data)
+    except DvcRecordError as exc:
+        return [], [exc.message]
+    outs, errors = record_outs(record, path)
+    return outs, [exc.message for exc in errors]
+
+
+def collect(root: Path, cache: Path | None = None) -> References:
+    """Every object the history's records reference, with its first referrer (and, given
+    the DVC `cache` directory, what its run cache names). An out
+    that the same commit tracks in git (`cache: false`: dlm.lock, manifest.json,
+    metrics) is git's, never in the DVC cache, and is left out (DVC refuses to cache
+    an out that git tracks)."""
+    refs = References()
+    commits = gitio.all_commits(root)
+    refs.commits = len(commits)
+    seen_trees: set[str] = set()
+    parsed: dict[str, tuple[list[DvcOut], list[str]]] = {}
+    params: dict[str | None, Params] = {None: read_params(None)}
+    with gitio.BlobReader(root) as reader:
+        trees = _Trees(reader)
+        for order, (sha, tree) in enumerate(commits):
+            if tree in seen_trees:
+                continue  # an earlier commit with this tree referenced all of it first
+            seen_trees.add(tree)
+            info = trees.info(tree)
+            wanted = [oid for _, oid in info.records if oid not in parsed]
+            if info.params is not None and info.params not in params:
+                wanted.append(info.params)
+            blobs = reader.read_blobs(wanted)
+            for path, oid in info.records:
+                if oid not in parsed:
+                    parsed[oid] = _parse(path, blobs.get(oid))
+                    refs.notes += [f"{sha[:12]}:{path}: {what}" for what in parsed[oid][1]]
+            doc_of: dict[str, str] = {}
+            if any(path == DVC_LOCK for path, _ in info.records):
+                doc_of = _doc_outs(refs, sha, info, blobs, params)
+            for path, oid in info.records:
+                for out in parsed[oid][0]:
+                    where = _out_path(path, out.path)
+                    if not out.is_dir and trees.tracks(tree, where):
+                        continue
+                    doc = doc_of.get(out.path) if path == DVC_LOCK else None
+                    refs.add(out.md5, Referrer(sha, path, where, doc, order))
+    _worktree(root, refs, len(commits))
+    if cache is not None:
+        _run_cache(root, cache, refs, len(commits) + 1)
+    return refs
+
+
+def _doc_outs(
+    refs: References,
+    sha: str,
+    info: _TreeInfo,
+    blobs: dict[str, bytes | None],
+    cache: dict[str | None, Params],
+) -> dict[str, str]:
+    """out path -> document, for the documents' adapter and segments outs in a commit."""
+    if info.params not in cache:
+        try:
+            cache[info.params] = read_params(blobs.get(info.params or ""))
+        except TooDeep as exc:
+            refs.notes.append(f"{sha[:12]}:{PARAMS_NAME}: {exc.problem}")
+            cache[info.params] = read_params(None)
+    docs = documents(cache[info.params], Tree.from_paths(info.doc_paths))
+    return {revdoc.prefix_of(doc) + name: doc for doc in docs for name in DOC_OUTS}
+
+
+def _out_path(record: str, out: str) -> str:
+    """An out's repository path: relative to its record's directory."""
+    directory = posixpath.dirname(record)
+    return posixpath.join(directory, out) if directory else out
+
+
+def _worktree(root: Path, refs: References, order: int) -> None:
+    """The work tree's root dvc.lock: outs reproduced and not committed yet."""
+    path = root / DVC_LOCK
+    if path.is_symlink() or not path.is_file():
+        return
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    outs, problems = _parse(DVC_LOCK, data)
+    refs.notes += [f"work tree {DVC_LOCK}: {what}" for what in problems]
+    files = [out.path for out in outs if not out.is_dir]
+    tracked = set(gitio.ls_files(files, root)) if files else set()
+    for out in outs:
+        if out.path not in tracked:
+            refs.add(out.md5, Referrer(None, DVC_LOCK, out.path, None, order))
+
+
+def _run_cache(root: Path, cache: Path, refs: References, order: int) -> None:
+    """The outs DVC's run cache (`<cache>/runs/<2>/<key>/<entry>`) records."""
+    runs = cache / "runs"
+    if not runs.is_dir() or runs.is_symlink():
+        return
+    for path in sorted(runs.glob("*/*/*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            outs, _ = _parse(path.name, path.read_bytes())
+        except OSError:
+            continue
+        try:
+            record = path.relative_to(root).as_posix()
+        except ValueError:
+            record = str(path)
+        for out in outs:
+            if out.md5 not in refs.run_cache:
+                refs.run_cache[out.md5] = Referrer(None, record, out.path, None, order)
