@@ -443,24 +443,22 @@ def path_history(paths: Sequence[str], cwd: Path, rev: str, limit: int | None) -
     tokens = _decode(git([*args, *paths], cwd)).split("\0")
     watched = set(paths)
     commits: list[PathCommit] = []
-    pending: str | None = None
+    expect_path = False
+    blob: str | None = None
     for token in tokens:
+        if expect_path:  # a path: NUL-terminated, taken as it is
+            if token in watched and commits:
+                commits[-1].changed[token] = blob
+            expect_path = False
+            continue
         text = token.lstrip("\n")
-        if pending is not None:
-            if text in watched and commits:
-                commits[-1].changed[text] = pending
-            pending = None
-        elif text.startswith(":"):
+        if text.startswith(":"):  # `:<old mode> <new mode> <old id> <new id> <status>`
             meta = text.split(" ")
             new = meta[3] if len(meta) >= 5 else ""
-            pending = new if _is_oid(new) and set(new) != {"0"} else None
-            if pending is None and len(meta) >= 5 and meta[4].startswith("D"):
-                pending = ""  # deleted: recorded as None below
+            blob = new if _is_oid(new) and set(new) != {"0"} else None  # None: deleted
+            expect_path = True
         elif _is_oid(text):
             commits.append(PathCommit(text, {}))
-    for commit in commits:
-        for path, blob in list(commit.changed.items()):
-            commit.changed[path] = blob or None
     return commits
 
 
@@ -487,11 +485,14 @@ def _parse_commit(sha: str, raw: bytes) -> CommitInfo:
     head, _, message = raw.partition(b"\n\n")
     parents: list[str] = []
     author, email, when = "", "", 0
-    for line in head.split(b"\n"):
+    for index, line in enumerate(head.split(b"\n")):
         key, _, value = line.partition(b" ")
         if key == b"parent":
-            parents.append(value.decode("ascii", "replace"))
-        elif key == b"author":
+            # as git reads it: parents directly after the tree line, object ids only
+            oid = value.decode("ascii", "replace")
+            if index == len(parents) + 1 and _is_oid(oid):
+                parents.append(oid)
+        elif key == b"author" and not author:
             text = value.decode("utf-8", "replace")
             name, _, rest = text.partition(" <")
             email, _, stamp = rest.partition("> ")

@@ -56,7 +56,10 @@ def render(d: DocDiff) -> list[str]:
     if d.status == "unchanged":
         return lines
     lines += _inputs(d)
-    lines += [f"  lock     {f.severity:<5} {f.describe()}" for f in d.lock.findings]
+    lines += [
+        f"  lock     {f.severity:<5} {f.field}: {_brief(f.old)} -> {_brief(f.new)}"
+        for f in d.lock.findings
+    ]
     lines += [f"  lock     ({why})" for why in d.lock.unavailable if d.status == "changed"]
     lines += _adapter(d)
     lines += _training(d)
@@ -91,11 +94,12 @@ def _adapter(d: DocDiff) -> list[str]:
     if delta is None:
         return out
     for t in delta.tensors[:TOP_TENSORS]:
-        out.append(f"    {_num(t.rel_l2)} rel L2  {t.max_abs:.3g} max |d|  {t.name}")
+        out.append(f"    {_num(t.rel_l2)} rel L2  {t.max_abs:9.3g} max |d|  {short_name(t.name)}")
     if len(delta.tensors) > TOP_TENSORS:
         out.append(f"    ... {len(delta.tensors) - TOP_TENSORS} more tensors (--json has all)")
-    out += [f"    + {n}" for n in delta.added] + [f"    - {n}" for n in delta.removed]
-    out += [f"    shape changed: {n}" for n in delta.reshaped]
+    out += [f"    + {short_name(n)}" for n in delta.added]
+    out += [f"    - {short_name(n)}" for n in delta.removed]
+    out += [f"    shape changed: {short_name(n)}" for n in delta.reshaped]
     if delta.modules:
         shown = ", ".join(f"{g.group} {_num(g.rel_l2)}" for g in delta.modules[:TOP_GROUPS])
         out.append(f"  by module  {shown}")
@@ -127,6 +131,20 @@ def _loss(t: TrainingDiff) -> str:
 
 def _float(value: float | None) -> str:
     return "-" if value is None else f"{value:.6f}"
+
+
+def _brief(value: object) -> str:
+    """A lock value for a terminal: digests cut to 16 hex digits, long values to 60."""
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:16] + "…"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def short_name(name: str) -> str:
+    """A tensor name for a terminal: peft's `base_model.model.` prefix and `.weight` off
+    (the JSON form keeps the whole name)."""
+    return name.removeprefix("base_model.model.").removesuffix(".weight")
 
 
 def _num(value: float) -> str:

@@ -55,8 +55,9 @@ def _documents(root: Path, head: str) -> list[str]:
 
 def render(e: LogEntry) -> list[str]:
     c = e.commit
-    day = time.strftime("%Y-%m-%d", time.gmtime(c.time)) if c.time else "?"
-    lines = [f"  {c.sha[:12]} {day} {c.author}: {c.subject}"]
+    lines = [
+        f"  {c.sha[:12]} {_utc(c.time, '%Y-%m-%d')} {printable(c.author)}: {printable(c.subject)}"
+    ]
     what = f"{e.determinism_class or '?'}, {e.profile or 'no profile'}"
     if e.world_size and e.world_size > 1:
         what += f", {e.world_size} ranks"
@@ -84,9 +85,23 @@ def _verdicts(e: LogEntry) -> str:
     )
     local = e.local_verdict
     if local:
-        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(local["at"])))
-        text += f"; here {local['verdict']} ({local['level']}, {when} UTC)"
+        when = _utc(int(local["at"]), "%Y-%m-%d %H:%M")
+        text += f"; here {printable(local['verdict'])} ({printable(local['level'])}, {when} UTC)"
     return text
+
+
+def _utc(seconds: int, fmt: str) -> str:
+    """A commit's or a verdict's time (whatever it holds: `?` when it is no date)."""
+    try:
+        return time.strftime(fmt, time.gmtime(seconds)) if seconds else "?"
+    except (OverflowError, OSError, ValueError):
+        return "?"
+
+
+def printable(text: str) -> str:
+    """Text from a commit for a terminal: control characters (escape sequences) shown
+    as `?`, never sent to the terminal."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 def _json(lineages: dict[str, list[LogEntry]]) -> list[dict[str, Any]]:

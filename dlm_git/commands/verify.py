@@ -81,32 +81,28 @@ def verify(
 
         reports = [verify_worktree(doc, use_dvc=not no_dvc, tiny_dir=tiny_dir)]
     else:
-        from dlm_git.gitio import toplevel
+        from dlm_git.gitio import resolve_commit, toplevel
         from dlm_git.verify.commit import verify_commit
 
         root = toplevel(Path.cwd())
+        # resolved once: a branch that moves during a long replay changes nothing here
+        sha = resolve_commit(commit, root)
+        rev = sha or commit  # an unresolvable one is reported by verify_commit
         outs = ("adapter", "segments") if level == "segments" else ("adapter",)
         reports = verify_commit(
-            root, commit, doc, require_signature=require_signature, fetch=outs if fetch else ()
+            root, rev, doc, require_signature=require_signature, fetch=outs if fetch else ()
         )
         if level != "hash":
             from dlm_git.verify.replay import replay_reports
 
             reports = replay_reports(
-                root, commit, reports, level, sample, seed, tolerance, accept_license
+                root, rev, reports, level, sample, seed, tolerance, accept_license
             )
-        _remember(root, commit, reports)
+        if sha is not None:
+            from dlm_git.verify.verdicts import remember
+
+            remember(root, sha, reports)  # this machine's verdicts, for `dlm-git log`
     finish(reports, report, as_json)
-
-
-def _remember(root: Path, commit: str, reports: list[DocReport]) -> None:
-    """This machine's verdicts, for `dlm-git log` (`dlm_git.verify.verdicts`)."""
-    from dlm_git.gitio import resolve_commit
-    from dlm_git.verify.verdicts import remember
-
-    sha = resolve_commit(commit, root)
-    if sha is not None:
-        remember(root, sha, reports)
 
 
 def finish(reports: list[DocReport], report: Path | None, as_json: bool) -> None:

@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -297,13 +298,16 @@ def diff_training(
 def _curve(data: bytes | None) -> list[float]:
     if data is None:
         return []
-    out = []
+    out: list[float] = []
     for line in data.decode("utf-8", "replace").splitlines()[1:]:
         parts = line.split("\t")
         try:
-            out.append(float(parts[1]))
+            value = float(parts[1])
         except (IndexError, ValueError):
             return out
+        if not math.isfinite(value):
+            return out  # a curve is read up to its first value JSON cannot carry
+        out.append(value)
     return out
 
 
@@ -372,7 +376,7 @@ def _doc_json(d: DocDiff) -> dict[str, Any]:
             "tensors": []
             if delta is None
             else [
-                {"name": x.name, "rel_l2": _finite(x.rel_l2), "max_abs": x.max_abs}
+                {"name": x.name, "rel_l2": _finite(x.rel_l2), "max_abs": _finite(x.max_abs)}
                 for x in delta.tensors
             ],
             "added": [] if delta is None else delta.added,
@@ -403,5 +407,8 @@ def _group(g: Any) -> dict[str, Any]:
 
 
 def _finite(value: float) -> float | str:
-    """JSON has no infinity: a tensor that was all zeros and is not any more says "inf"."""
-    return value if value == value and abs(value) != float("inf") else "inf"
+    """JSON has no infinity or NaN: a tensor that was all zeros and is not any more says
+    "inf"; one holding non-finite weights may say "nan"."""
+    if math.isnan(value):
+        return "nan"
+    return "inf" if math.isinf(value) else value

@@ -194,6 +194,15 @@ def _signature(
     return Signature("valid", valid)
 
 
+def _recorded_files(manifest: dict[str, Any] | None) -> dict[str, object]:
+    """Adapter file name -> the sha256 the manifest records (whatever shape it has)."""
+    adapter = manifest.get("adapter") if manifest is not None else None
+    files = adapter.get("files") if isinstance(adapter, dict) else None
+    if not isinstance(files, dict):
+        return {}
+    return {n: f.get("sha256") for n, f in files.items() if isinstance(f, dict)}
+
+
 def _recorded_verdict(report: dict[str, Any], doc: str) -> dict[str, str] | None:
     docs = report.get("documents")
     for item in docs if isinstance(docs, list) else []:

@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,9 +75,13 @@ class Side:
                 return "no single .dlm in the document directory"
             return load_document(dlm)
         except DlmGitError as exc:
-            return exc.one_line()
+            return self._named(exc.one_line(), tmp)
         except OSError as exc:
-            return f"{exc.strerror or exc}"
+            return self._named(f"{exc.strerror or exc}", tmp)
+
+    def _named(self, text: str, tmp: Path) -> str:
+        """A message about a materialized file, naming it `<rev>:<path>` (no temp dir)."""
+        return text.replace(f"{tmp}{os.sep}", f"{self.label}:") if self.commit else text
 
     def adapter_weights(self, doc_rel: str, tmp: Path, fetch: bool) -> Path | str:
         """The adapter weights file of this side, or why it is not available here."""
@@ -89,16 +94,17 @@ class Side:
             if here.is_file():
                 return here
         dvc_lock = self.read("dvc.lock")
+        notes: list[str] = []
         if fetch and self.commit is not None:
             from dlm_git.verify.fetch import fetch_outs
 
-            fetch_outs(self.root, dvc_lock, doc_rel, [ADAPTER_DIR])
+            notes = fetch_outs(self.root, dvc_lock, doc_rel, [ADAPTER_DIR])
         try:
             missing = copy_out(self.root, dvc_lock, doc_rel, ADAPTER_DIR, tmp)
         except DvcRecordError as exc:
             return f"malformed record: {exc.one_line()}"
         if missing is not None:
-            return missing
+            return "; ".join([missing, *notes])  # with why a --fetch did not bring it
         weights = tmp / ADAPTER_WEIGHTS
         return weights if weights.is_file() else f"the adapter has no {ADAPTER_WEIGHTS}"
 

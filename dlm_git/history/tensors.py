@@ -85,9 +85,12 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> AdapterDelta:
         if x.shape != y.shape:
             reshaped.append(name)
             continue
-        diff = y - x
-        d2, a2 = float(np.sum(diff * diff)), float(np.sum(x * x))
-        max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
+        if np.array_equal(x, y, equal_nan=True):  # the same values, non-finite ones too
+            d2, a2, max_abs = 0.0, float(np.sum(x * x)), 0.0
+        else:
+            diff = y - x
+            d2, a2 = float(np.sum(diff * diff)), float(np.sum(x * x))
+            max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
         deltas.append(TensorDelta(name, _ratio(d2, a2), max_abs))
         for kind, key in (("module", module_of(name)), ("layer", layer_of(name))):
             sums = groups[kind].setdefault(key, [0.0, 0.0, 0.0])
@@ -104,6 +107,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> AdapterDelta:
 
 
 def _ratio(d2: float, a2: float) -> float:
+    if d2 == 0:
+        return 0.0
     if a2 > 0:
         return math.sqrt(d2 / a2)
     return 0.0 if d2 == 0 else math.inf

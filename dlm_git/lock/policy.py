@@ -57,10 +57,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _major(version: str | None) -> str | None:
+def _major(version: object) -> str | None:
     if version is None:
         return None
-    return version.split("+")[0].split(".")[0]
+    return str(version).split("+")[0].split(".")[0]
 
 
 def classify(prior: Mapping[str, Any], current: Mapping[str, Any]) -> list[Finding]:
@@ -71,7 +71,7 @@ def classify(prior: Mapping[str, Any], current: Mapping[str, Any]) -> list[Findi
         if key in NOT_COMPARED:
             continue
         old, new = prior.get(key), current.get(key)
-        if key == "pinned_versions":
+        if key == "pinned_versions" and _mapping_or_none(old) and _mapping_or_none(new):
             findings.extend(_classify_versions(old or {}, new or {}))
             continue
         if old == new:
@@ -91,9 +91,13 @@ def classify(prior: Mapping[str, Any], current: Mapping[str, Any]) -> list[Findi
     return findings
 
 
-def _classify_versions(old: Mapping[str, str], new: Mapping[str, str]) -> list[Finding]:
+def _mapping_or_none(value: object) -> bool:
+    return value is None or isinstance(value, Mapping)
+
+
+def _classify_versions(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
     findings = []
-    for name in sorted(set(old) | set(new)):
+    for name in sorted(set(map(str, old)) | set(map(str, new))):
         a, b = old.get(name), new.get(name)
         if a == b:
             continue

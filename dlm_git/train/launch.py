@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -97,6 +98,12 @@ def _check_ranks(loaded: LoadedDocument, device: str, options: TrainOptions) -> 
         )
     if device == "mps":
         raise TrainError("--nproc", "data-parallel training runs on cpu or cuda, not mps")
+    if device.startswith("cuda:"):
+        raise TrainError(
+            "--nproc",
+            f"ranks take one GPU each (cuda:0 to cuda:{options.nproc - 1}); {device} names one",
+            "use --device cuda, and CUDA_VISIBLE_DEVICES to choose the GPUs",
+        )
     if device.startswith("cuda"):
         import torch
 
@@ -175,9 +182,13 @@ def _rank_config(
 
 def run_ranks(job: dict[str, Any], tokens: TokenStream, nproc: int) -> dict[str, Any]:
     """Run `nproc` ranks on `job` (see `dlm_git.train.rank`); rank 0's result record."""
-    with tempfile.TemporaryDirectory(prefix="dlm-git-ranks-") as tmp:
+    _sweep_job_dirs()
+    with tempfile.TemporaryDirectory(prefix=f"{JOB_PREFIX}{os.getpid()}-") as tmp:
         job_dir = Path(tmp)
-        atomic_write_bytes(job_dir / JOB, canonical_json(job))
+        try:
+            atomic_write_bytes(job_dir / JOB, canonical_json(job))
+        except ValueError as exc:  # a value JSON cannot carry: nothing is launched
+            raise RankFailedError("train", f"the ranks' job cannot be written: {exc}") from None
         _save_tokens(job_dir / TOKENS, tokens)
         _launch(job_dir, nproc)
         try:
@@ -185,6 +196,21 @@ def run_ranks(job: dict[str, Any], tokens: TokenStream, nproc: int) -> dict[str,
         except (OSError, ValueError) as exc:
             raise RankFailedError("train", f"rank 0 left no readable result: {exc}") from None
         return record
+
+
+JOB_PREFIX = "dlm-git-ranks-"
+
+
+def _sweep_job_dirs() -> None:
+    """Remove the job directories (they hold a document's tokens) of launchers that were
+    killed before they could: `dlm-git-ranks-<pid>-*` of a pid no longer running."""
+    from dlm_git.train.adapter import pid_alive
+
+    base = Path(tempfile.gettempdir())
+    for entry in base.glob(f"{JOB_PREFIX}*-*"):
+        pid = entry.name[len(JOB_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not pid_alive(int(pid)) and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _save_tokens(path: Path, tokens: TokenStream) -> None:
@@ -235,6 +261,13 @@ def _launch(job_dir: Path, nproc: int) -> None:
         )
         stopped.exit_code = 128 + int(exc.sigval)
         raise stopped from None
+    except Exception as exc:  # rendezvous, a port, the agent: not a rank's failure
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise RankFailedError(
+            "train",
+            f"the {nproc} ranks could not be launched: {type(exc).__name__}: {first}",
+            "nothing was installed; the previous outputs are as they were",
+        ) from None
 
 
 AGENT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")

@@ -232,6 +232,8 @@ def train_loop(
             counts[1] += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
             counts[2] += len(indices)
         if rank is not None:
+            if scaler is not None and not counts[2]:  # no micro-batch here this step:
+                scaler.scale(torch.zeros((), device=cfg.device))  # the scale must exist
             reduce_gradients(t.params, rank)
             step_loss, counts = sum_step(step_loss, (counts[0], counts[1], counts[2]), cfg.device)
         result.tokens += counts[0]

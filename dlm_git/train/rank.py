@@ -162,7 +162,8 @@ def _is_peer_loss(exc: BaseException) -> bool:
         import torch.distributed as dist
     except ImportError:
         return False
-    kinds = tuple(k for k in (getattr(dist, "DistError", None),) if isinstance(k, type))
+    # a broken connection to a peer (its own backend errors are the rank's own failure)
+    kinds = tuple(k for k in (getattr(dist, "DistNetworkError", None),) if isinstance(k, type))
     text = str(exc).lower()
     return (bool(kinds) and isinstance(exc, kinds)) or any(
         marker in text for marker in ("connection closed by peer", "connection reset by peer")

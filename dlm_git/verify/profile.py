@@ -65,6 +65,9 @@ def recorded_setup(
     nproc = recorded_world_size(flags)
     if isinstance(nproc, str):
         return Check("replay.profile", False, f"dlm.lock: {nproc}"), FAILED
+    if not _plain_json(flags):  # a replay hands the flags on (to ranks, to a child)
+        bad = "dlm.lock: determinism_flags holds a value JSON cannot carry (NaN, Infinity)"
+        return Check("replay.profile", False, bad), FAILED
     bad_setting = numerics.malformed_setting(flags)
     if bad_setting is not None:  # would go into the replay's environment
         return Check("replay.profile", False, f"dlm.lock: {bad_setting}"), FAILED
@@ -87,6 +90,16 @@ def recorded_setup(
         return Check("replay.profile", False, why), CANNOT_VERIFY
     base_dir = local_base_dir(root, doc_rel, lock.get("base_model"))
     return Setup(profile, flags, threads, base_dir, nproc)
+
+
+def _plain_json(value: object) -> bool:
+    from dlm_git.hashing import canonical_json
+
+    try:
+        canonical_json(value)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
 
 
 def local_base_dir(root: Path, doc_rel: str, spec: object) -> Path | None:
