@@ -11,7 +11,9 @@ Invariants:
 - A run is, in order: numerics plan (here, or a child interpreter), base and environment,
   lock decision, tokens, `build_training` (model, loop, effective config, segment writer;
   segment replay builds its models with the same `build_model`/`loop_config`), `_fit`,
-  `_install_adapter`, lock, `_write_records`, `_write_run_record`.
+  `_install_adapter` (with `--nproc N > 1` those three are `dlm_git.train.launch.fit_ranks`:
+  N ranks, rank 0's adapter installed after all exit 0), lock, `_write_records`,
+  `_write_run_record`.
 """
 
 from __future__ import annotations
@@ -379,11 +381,10 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
     manifest = _write_records(loaded, resolved, tok, fit, lock)
     timings = {"wall": time.perf_counter() - t_start, "tokenize": t_tok, "train": fit.seconds}
     run_record = _write_run_record(layout, env, tok, fit, timings)
-    record = fit.record
     return TrainOutcome(
         doc_path=loaded.doc.path,
-        adapter_sha256=record.files["adapter_model.safetensors"].sha256,
-        tensor_root=record.tensor_root,
+        adapter_sha256=fit.record.files["adapter_model.safetensors"].sha256,
+        tensor_root=fit.record.tensor_root,
         lock=lock,
         lock_written=lock_written,
         manifest=manifest,
