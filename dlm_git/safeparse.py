@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import yaml
@@ -60,9 +61,23 @@ def load_yaml(text: str, loader: Any = LOADER) -> Any:
     return yaml.load(text, Loader=loader)  # noqa: S506 (callers pass safe loaders only)
 
 
-def load_json(data: str | bytes) -> Any:
-    """`json.loads`, with nesting too deep for the parser a `ValueError`."""
+def load_json(data: str | bytes, *, finite: bool = False) -> Any:
+    """`json.loads`, with nesting too deep for the parser a `ValueError`. `finite`: NaN,
+    Infinity and numbers that overflow to infinity are a `ValueError` too (not JSON, and
+    nothing that holds them can be written back out as JSON)."""
+    extra: dict[str, Any] = {"parse_constant": _not_json, "parse_float": _finite} if finite else {}
     try:
-        return json.loads(data)
+        return json.loads(data, **extra)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+
+
+def _not_json(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a float")
+    return value

@@ -5,34 +5,22 @@ or lacks what is asked, reads as None (the caller says so)."""
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from dlm_git.manifest.records import ADAPTER_WEIGHTS
+from dlm_git.safeparse import load_json
 
 
 def json_object(data: bytes | None) -> dict[str, Any] | None:
-    """A JSON object as strict JSON reads it: NaN, Infinity and numbers that overflow to
-    infinity are not JSON (and could not be written back out), so such a record is None."""
+    """A JSON object as strict JSON reads it (`safeparse.load_json(finite=True)`: NaN,
+    Infinity and overflowing numbers could not be written back out), else None."""
     if data is None:
         return None
     try:
-        parsed = json.loads(data, parse_constant=_refuse, parse_float=_finite_float)
-    except (ValueError, RecursionError):
+        parsed = load_json(data, finite=True)
+    except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def _refuse(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text} overflows")
-    return value
 
 
 def recorded_adapter_sha(manifest: dict[str, Any] | None) -> str | None:

@@ -86,7 +86,7 @@ def sweep_stale(directory: Path, names: tuple[str, ...]) -> list[str]:
         if match is None or match["name"] not in names:
             continue
         pid = int(match["pid"]) if match["pid"] else None
-        if pid is not None and pid != os.getpid() and pid_alive(pid):
+        if pid is not None and pid != os.getpid() and _alive(pid):
             continue  # another train of this document is running: its staging, not junk
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
@@ -97,7 +97,7 @@ def sweep_stale(directory: Path, names: tuple[str, ...]) -> list[str]:
     return sorted(removed)
 
 
-def pid_alive(pid: int) -> bool:
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

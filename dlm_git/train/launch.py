@@ -37,7 +37,7 @@ from dlm_git.hashing import canonical_json
 from dlm_git.manifest.records import adapter_record
 from dlm_git.token_stream import TokenStream
 from dlm_git.topology import BUCKET_ELEMENTS, backend_for, check_nproc
-from dlm_git.train.adapter import install_dir, staging_dir
+from dlm_git.train.adapter import install_dir, staging_dir, sweep_stale
 from dlm_git.train.rank import JOB, PEER_LOST, RESULT, TOKENS
 from dlm_git.train.run import (
     Fitted,
@@ -182,8 +182,11 @@ def _rank_config(
 
 def run_ranks(job: dict[str, Any], tokens: TokenStream, nproc: int) -> dict[str, Any]:
     """Run `nproc` ranks on `job` (see `dlm_git.train.rank`); rank 0's result record."""
-    _sweep_job_dirs()
-    with tempfile.TemporaryDirectory(prefix=f"{JOB_PREFIX}{os.getpid()}-") as tmp:
+    # a SIGKILLed launcher leaves its job directory (the document's tokens) behind: the
+    # next launch sweeps those of dead launchers, as a train sweeps dead trains' staging
+    temp = Path(tempfile.gettempdir())
+    sweep_stale(temp, (JOB_NAME,))
+    with tempfile.TemporaryDirectory(prefix=f".{JOB_NAME}.new.{os.getpid()}.", dir=temp) as tmp:
         job_dir = Path(tmp)
         try:
             atomic_write_bytes(job_dir / JOB, canonical_json(job))
@@ -198,19 +201,7 @@ def run_ranks(job: dict[str, Any], tokens: TokenStream, nproc: int) -> dict[str,
         return record
 
 
-JOB_PREFIX = "dlm-git-ranks-"
-
-
-def _sweep_job_dirs() -> None:
-    """Remove the job directories (they hold a document's tokens) of launchers that were
-    killed before they could: `dlm-git-ranks-<pid>-*` of a pid no longer running."""
-    from dlm_git.train.adapter import pid_alive
-
-    base = Path(tempfile.gettempdir())
-    for entry in base.glob(f"{JOB_PREFIX}*-*"):
-        pid = entry.name[len(JOB_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)) and entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
+JOB_NAME = "dlm-git-ranks"
 
 
 def _save_tokens(path: Path, tokens: TokenStream) -> None:

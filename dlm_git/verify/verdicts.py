@@ -12,7 +12,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ from dlm_git import gitio
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json
+from dlm_git.safeparse import load_json
 from dlm_git.verify.report import DocReport
 
 STORE = "dlm-git/verdicts.json"
@@ -31,8 +31,8 @@ MAX_COMMITS = 10_000
 def known(root: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """commit -> document -> {"verdict", "level", "at"} (empty when none or damaged)."""
     try:
-        data = json.loads(_path(root).read_text("utf-8"))
-    except (OSError, ValueError, RecursionError, DlmGitError):
+        data = load_json(_path(root).read_bytes())
+    except (OSError, ValueError, DlmGitError):
         return {}
     if not isinstance(data, dict):
         return {}

@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -285,13 +286,19 @@ def test_a_killed_run_leaves_the_outputs_as_they_were(
 def test_a_failing_rank_is_named_and_the_launcher_gets_its_handlers_back() -> None:
     """In this process: ranks that fail at once (a job without a plan) make one
     `RankFailedError` naming a rank and its last line; afterwards Ctrl-C is a
-    KeyboardInterrupt here again, not the elastic agent's handler."""
+    KeyboardInterrupt here again, not the elastic agent's handler; and the job directory
+    a killed launcher left behind was swept by this launch."""
     from dlm_git.token_stream import TokenStream
     from dlm_git.train.launch import RankFailedError, run_ranks
 
+    gone = subprocess.Popen(["true"])  # noqa: S607
+    gone.wait()
+    left = Path(tempfile.gettempdir()) / f".dlm-git-ranks.new.{gone.pid}.killed"
+    (left / "logs").mkdir(parents=True)  # a SIGKILLed launcher's job directory
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(RankFailedError) as info:
         run_ranks({"launcher_pid": os.getpid()}, TokenStream.from_rows([]), 2)
     assert re.search(r"rank [01] of 2 exited 1: KeyError: 'device'", info.value.one_line())
     assert "nothing was installed" in info.value.one_line()
     assert signal.getsignal(signal.SIGINT) is before
+    assert not left.exists()  # swept: its launcher is gone
