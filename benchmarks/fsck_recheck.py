@@ -96,7 +96,7 @@ def build(repo: Path, commits: int, files: int, kb: int, tokens: int) -> int:
         )
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", f"train {c}")
-    written += write_tokens(repo / ".dlm-git" / "token-cache", tokens)
+    written += write_tokens(repo / ".git" / "dlm-git" / "token-cache", tokens)
     return written
 
 
@@ -121,7 +121,10 @@ def write_tokens(root: Path, n: int) -> int:
 def floor(repo: Path) -> int:
     """lstat every cache file; returns how many."""
     n = 0
-    for top in (repo / ".dvc" / "cache" / "files" / "md5", repo / ".dlm-git" / "token-cache"):
+    for top in (
+        repo / ".dvc" / "cache" / "files" / "md5",
+        repo / ".git" / "dlm-git" / "token-cache",
+    ):
         stack = [str(top)]
         while stack:
             with os.scandir(stack.pop()) as it:

@@ -20,7 +20,7 @@ on all 50.
 Timed, alternating, REPS times each after one untimed round (medians reported):
 - ours:  `python -m dlm_git.hooks.pre_commit` in the repository, with the hash cache as it
   was right after the previous commit (warm for documents unchanged since, cold for d00);
-- ours, no hash cache: the same with no `.dlm-git/hash-cache.json` at all;
+- ours, no hash cache: the same with no `.git/dlm-git/hash-cache.json` at all;
 - ours, no bytecode cache: the same with PYTHONDONTWRITEBYTECODE=1 (every dlm_git module
   compiled from source on every run, as in an environment that sets it);
 - dvc:   `dvc git-hook pre-commit` (what DVC's installed hook runs: `dvc status`);
@@ -197,7 +197,7 @@ VARIANTS = {
 
 
 def measure(repo: Path, reps: int) -> dict[str, list[float]]:
-    cache = repo / ".dlm-git" / "hash-cache.json"
+    cache = repo / ".git" / "dlm-git" / "hash-cache.json"
     snapshot = cache.read_bytes() if cache.is_file() else None
     ours = [sys.executable, "-m", "dlm_git.hooks.pre_commit"]
     argv = {

@@ -32,7 +32,7 @@ from dlm_git.commands.base import base_app
 from dlm_git.commands.cache import cache_app
 from dlm_git.commands.hooks import hooks_app
 from dlm_git.errors import DlmGitError, EnvironmentFailure, TrainingStackMissing
-from dlm_git.output import error_line
+from dlm_git.output import echo, error_line
 
 app = typer.Typer(
     name="dlm-git",
@@ -46,7 +46,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"dlm-git {__version__}")
+        echo(f"dlm-git {__version__}")
         raise typer.Exit(0)
 
 

@@ -160,16 +160,23 @@ def detect_hardware(device: str, threads: int) -> HardwareInfo:
     )
 
 
+def seed_host_rngs(seed: int) -> None:
+    """Seed Python's and numpy's global RNGs: the state a fresh training loop starts from
+    (and what a segment snapshot records of them)."""
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+
+
 def apply_determinism(seed: int, device: str, threads: int) -> None:
     """Seed every RNG and pin threads and algorithms. Call before building the model."""
     if device.startswith("cuda"):
         # Must be in the environment before cuBLAS initialises.
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
-    import numpy as np
     import torch
 
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
+    seed_host_rngs(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     with contextlib.suppress(RuntimeError):  # settable once per process only

@@ -13,6 +13,13 @@ Invariants:
 - Directory outs are recorded as `<md5>.dir`; the listing (relpath + md5 per file) is the
   JSON object stored in the DVC cache at `.dvc/cache/files/md5/<2>/<30>.dir` (DVC 3).
 - File md5s are plain md5 of the bytes (DVC 3 does no line-ending normalisation).
+- Cache objects and DVC's config files are read through `dlm_git.fsutil` (non-blocking
+  open, regular file checked on the descriptor, bounded where whole files are read;
+  cache objects never through a symbolic link): a FIFO or device in their place is one
+  line naming it (`NotRegularFile`), never a hang.
+- `cache_location` says which file named the cache directory: the auditor's own
+  `.dvc/config.local`, the checked-out (committed) `.dvc/config`, or neither (DVC's
+  default `.dvc/cache`), so that what moves files there can tell whose choice it was.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import functools
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +36,19 @@ from typing import Any
 import yaml
 
 from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import copy_regular, digest_regular, read_regular
 from dlm_git.safeparse import load_json, load_yaml
 
 DVC_LOCK = "dvc.lock"
 MD5_RE = re.compile(r"[0-9a-f]{32}(?:\.dir)?")
 RESTORE = "restore dvc.lock from a good commit or re-run `dvc repro`"
+OBJECT_HINT = "remove it and run `dvc fetch`: a DVC cache object is a regular file"
+CONFIG_HINT = "a DVC config is a regular file: restore it with `git checkout -- .dvc/config`"
+MAX_CONFIG_BYTES = 1 << 20
+MAX_LISTING_BYTES = 1 << 26
+"""A `.dir` listing is JSON of about 100 bytes per file: 64 MiB is over 600,000 files."""
+CONFIG_FILES = (".dvc/config.local", ".dvc/config")
+"""Where the cache directory may be named, the first that names it winning (as in DVC)."""
 
 
 class DvcRecordError(DlmGitError, ValueError):
@@ -101,6 +117,15 @@ def find_out(lock: dict[str, Any], path: str) -> DvcOut | None:
     """The recorded out at `path` (repo-relative POSIX), from any stage. The stages'
     shape is checked on the way (`DvcRecordError`), and the out's md5 before it is
     returned."""
+    for stage, out in _outs_in_order(lock):
+        if out.get("path") == path and out.get("md5"):
+            return _dvc_out(stage, path, out)
+    return None
+
+
+def _outs_in_order(lock: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(stage, out) of every out of every stage, in file order; `DvcRecordError` where
+    the walk meets a stage or an out of the wrong shape."""
     stages = lock.get("stages") or {}
     if not isinstance(stages, dict):
         raise DvcRecordError(DVC_LOCK, "`stages` is not a mapping", RESTORE)
@@ -113,17 +138,53 @@ def find_out(lock: dict[str, Any], path: str) -> DvcOut | None:
         for out in outs:
             if not isinstance(out, dict):
                 raise DvcRecordError(DVC_LOCK, f"stages.{stage}.outs has a non-mapping", RESTORE)
-            if out.get("path") == path and out.get("md5"):
-                md5 = check_md5(out["md5"], f"{DVC_LOCK}: stages.{stage}.outs[{path}].md5")
-                size, nfiles = out.get("size"), out.get("nfiles")
-                return DvcOut(
-                    str(stage),
-                    path,
-                    md5,
-                    size if isinstance(size, int) and not isinstance(size, bool) else None,
-                    nfiles if isinstance(nfiles, int) and not isinstance(nfiles, bool) else None,
-                )
-    return None
+            yield str(stage), out
+
+
+def _dvc_out(stage: str, path: str, out: dict[str, Any]) -> DvcOut:
+    md5 = check_md5(out["md5"], f"{DVC_LOCK}: stages.{stage}.outs[{path}].md5")
+    size, nfiles = out.get("size"), out.get("nfiles")
+    return DvcOut(
+        stage,
+        path,
+        md5,
+        size if isinstance(size, int) and not isinstance(size, bool) else None,
+        nfiles if isinstance(nfiles, int) and not isinstance(nfiles, bool) else None,
+    )
+
+
+class LockOuts:
+    """One dvc.lock's outs by path: the file is parsed and its stages walked once, so the
+    documents of a commit that share its dvc.lock cost one parse, not one each. `find`
+    answers exactly as `find_out(parse_dvc_lock(data), path)` does, raising the same
+    `DvcRecordError` where that would (the file does not parse; a malformed stage or out
+    comes before the first out naming `path`; that out's md5 is not an md5)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._first: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._error: DvcRecordError | None = None
+        try:
+            for stage, out in _outs_in_order(parse_dvc_lock(data)):
+                path = out.get("path")
+                if isinstance(path, str) and out.get("md5") and path not in self._first:
+                    self._first[path] = (stage, out)
+        except DvcRecordError as exc:
+            self._error = exc  # what every path not found before it runs into
+
+    def find(self, path: str) -> DvcOut | None:
+        hit = self._first.get(path)
+        if hit is None:
+            if self._error is not None:
+                raise DvcRecordError(self._error.subject, self._error.message, self._error.hint)
+            return None
+        return _dvc_out(hit[0], path, hit[1])
+
+
+@functools.lru_cache(maxsize=4)
+def lock_outs(data: bytes) -> LockOuts:
+    """`LockOuts` of a dvc.lock, remembered by its bytes (every byte it answers from is
+    the key, so an answer is never reused for another file)."""
+    return LockOuts(data)
 
 
 def record_outs(
@@ -246,22 +307,45 @@ def find_out_in(data: bytes, path: str) -> DvcOut | None:
     return find_out(parse_dvc_lock(data), path)
 
 
+@dataclass(frozen=True)
+class CacheLocation:
+    path: Path
+    named_by: str | None
+    """The file (`CONFIG_FILES`) whose `cache.dir` names it; None for DVC's default."""
+
+
+def cache_location(repo_root: Path) -> CacheLocation:
+    """The DVC cache directory and the config file that named it (`[cache] dir`)."""
+    for name in CONFIG_FILES:
+        candidate = repo_root / name
+        value = _cache_dir_setting(candidate)
+        if value:
+            path = Path(value)
+            path = path if path.is_absolute() else (candidate.parent / path).resolve()
+            return CacheLocation(path, name)
+    return CacheLocation(repo_root / ".dvc" / "cache", None)
+
+
 def cache_dir(repo_root: Path) -> Path:
-    """The DVC cache directory (`core`/`cache.dir` config is honoured when set locally)."""
-    config = repo_root / ".dvc" / "config.local"
-    for candidate in (config, repo_root / ".dvc" / "config"):
-        if candidate.is_file():
-            section = ""
-            for line in candidate.read_text("utf-8").splitlines():
-                stripped = line.strip()
-                if stripped.startswith("["):
-                    section = stripped.strip("[]").strip().strip("'\"")
-                    continue
-                key, _, value = line.partition("=")
-                if section == "cache" and key.strip() == "dir" and value.strip():
-                    path = Path(value.strip())
-                    return path if path.is_absolute() else (candidate.parent / path).resolve()
-    return repo_root / ".dvc" / "cache"
+    """The DVC cache directory (`cache.dir` is honoured when a repository config sets it)."""
+    return cache_location(repo_root).path
+
+
+def _cache_dir_setting(config: Path) -> str | None:
+    try:
+        data = read_regular(config, MAX_CONFIG_BYTES, hint=CONFIG_HINT)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    section = ""
+    for line in data.decode("utf-8", "replace").splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            section = stripped.strip("[]").strip().strip("'\"")
+            continue
+        key, _, value = line.partition("=")
+        if section == "cache" and key.strip() == "dir" and value.strip():
+            return value.strip()
+    return None
 
 
 def cache_object(repo_root: Path, md5: str) -> Path:
@@ -279,10 +363,21 @@ def dir_listing(repo_root: Path, md5: str) -> dict[str, str] | None:
         raise DvcRecordError("dvc.lock", f"directory out md5 {md5} lacks the .dir suffix", RESTORE)
     path = cache_object(repo_root, md5)
     try:
-        data = path.read_bytes()
+        data = read_object(path, MAX_LISTING_BYTES)
     except OSError:
         return None  # absent (or unreadable): not cached here
     return parse_dir_listing(data, md5)
+
+
+def read_object(path: Path, limit: int) -> bytes:
+    """The bytes of the DVC cache object at `path`: a regular file, not a link, at most
+    `limit` bytes (`NotRegularFile` otherwise; `OSError` when it cannot be opened)."""
+    return read_regular(path, limit, follow_symlinks=False, hint=OBJECT_HINT)
+
+
+def copy_object(path: Path, dest: Path) -> None:
+    """Copy the DVC cache object at `path` (a regular file, not a link) to `dest`."""
+    copy_regular(path, dest, follow_symlinks=False, hint=OBJECT_HINT)
 
 
 def parse_dir_listing(data: bytes, md5: str) -> dict[str, str]:
@@ -316,5 +411,6 @@ def dir_md5(listing: dict[str, str]) -> str:
 
 
 def md5_file(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "md5").hexdigest()
+    """The md5 DVC gives the file at `path` (a regular file; a link is followed, as a
+    work tree's DVC links to its cache are)."""
+    return digest_regular(path, "md5")

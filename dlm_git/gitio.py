@@ -12,14 +12,30 @@ Invariants:
   read as another object: every answer belongs to the path it was asked for.
 - Callers name objects `:path` (the index, stage 0) or `<rev>:path` (a commit's tree),
   with `path` relative to the repository root, and pass the repository root as `cwd`.
-  A batch of names costs one `ls-files`/`ls-tree` per revision plus one `cat-file`.
+  A batch of names costs one `ls-files`/`ls-tree` per revision plus one `cat-file`;
+  `CommitFiles` lists a whole commit once and reads it through one `cat-file` process
+  (a commit of many documents costs two git processes, not two per document).
+- git answers about the objects themselves, never about a rewriting of them: every git
+  child process runs in `child_env()`, with replace refs (`refs/replace/*`, `git replace
+  --graft`) and grafts (`info/grafts`, `GIT_GRAFT_FILE`) switched off. They change the
+  trees, blobs and parents git returns for an object id without changing the id, and can
+  arrive with a fetch, so a verdict reached through them would be remembered for a
+  commit whose own objects were never judged. What the auditor's environment and
+  repository configure is honoured (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_INDEX_FILE`, which
+  git sets inside hooks; the object directories and alternates; `GIT_CONFIG_*`):
+  none of it travels with a commit, and an object directory only holds objects under
+  their own ids. Pathspec modes git refuses beside `--literal-pathspecs` are dropped
+  from the environment (`CLEARED`).
 - Nothing here imports anything heavy: the hooks use it.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import functools
 import os
+import posixpath
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,8 +48,33 @@ class GitError(DlmGitError):
     """A git command failed."""
 
 
+NO_GRAFT_FILE = os.path.join(os.devnull, "dlm-git-no-grafts")
+"""A path that cannot exist (under a device file, not a directory): git then reads no
+graft file at all, and prints no deprecation hint for one."""
+
+REWRITES_OFF = {"GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": NO_GRAFT_FILE}
+"""What every git child process runs with: no replace refs (the variable `git
+--no-replace-objects` sets), and no graft file in place of `<git dir>/info/grafts`
+(git 2.39 reads that one even with replace refs off)."""
+
+CLEARED = ("GIT_REPLACE_REF_BASE", "GIT_GLOB_PATHSPECS", "GIT_ICASE_PATHSPECS")
+"""Variables dropped from a git child's environment: the replace-ref namespace (moot with
+replace refs off), and the pathspec modes git refuses beside `--literal-pathspecs` (every
+listing would fail, and an honest commit would look empty)."""
+
+
+def child_env() -> dict[str, str]:
+    """The environment of every git child process dlm-git starts: the caller's, with
+    git's object rewriting switched off (`REWRITES_OFF`) and `CLEARED` removed."""
+    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    env.update(REWRITES_OFF)
+    return env
+
+
 def git(args: Sequence[str], cwd: Path, input: bytes | None = None, check: bool = True) -> bytes:
-    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True)
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, input=input, capture_output=True, env=child_env()
+    )
     if check and proc.returncode != 0:
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]}", msg[-1] if msg else f"exit {proc.returncode}")
@@ -72,6 +113,7 @@ def toplevel_and_head(cwd: Path) -> tuple[Path, str | None]:
         ["git", "rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"],
         cwd=cwd,
         capture_output=True,
+        env=child_env(),
     )
     lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
     if not lines or not lines[0]:
@@ -112,12 +154,13 @@ def _decode(out: bytes) -> str:
 
 
 def tree_entries(
-    paths: Sequence[str], cwd: Path, rev: str, recursive: bool = False
+    paths: Sequence[str], cwd: Path, rev: str, recursive: bool = False, check: bool = False
 ) -> list[tuple[str, str, str, str]]:
     """(mode, type, object id, path) of commit `rev`'s entries at `paths` (with
-    `recursive`: every file under them). Empty when `rev` is not a tree-ish here."""
+    `recursive`: every file under them). Empty when `rev` is not a tree-ish here (with
+    `check`: `GitError`, as when an object of the tree is missing)."""
     args = [LITERAL, "ls-tree", "-z", "--full-tree", *(["-r"] if recursive else []), rev]
-    out = git([*args, "--", *paths], cwd, check=False)
+    out = git([*args, "--", *paths], cwd, check=check)
     entries = []
     for entry in _decode(out).split("\0"):
         meta, tab, path = entry.partition("\t")
@@ -286,6 +329,7 @@ class BlobReader:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            env=child_env(),
         )
 
     def read(self, names: Iterable[str]) -> dict[str, bytes | None]:
@@ -376,19 +420,127 @@ def materialize(paths: Sequence[str], dest: Path, cwd: Path, rev: str | None = N
     entries = [
         (oid, path)
         for mode, kind, oid, path in tree_entries(paths, cwd, rev, recursive=True)
-        if kind == "blob" and mode != SYMLINK_MODE and safe_relpath(path)
+        if _writable(mode, kind, path)
     ]
-    blobs = read_blobs((oid for oid, _ in entries), cwd)
+    _write_blobs(entries, read_blobs((oid for oid, _ in entries), cwd), dest)
+
+
+def _writable(mode: str, kind: str, path: str) -> bool:
+    """A listed entry `materialize` writes: a file, not a link, inside the destination."""
+    return kind == "blob" and mode != SYMLINK_MODE and safe_relpath(path)
+
+
+def _write_blobs(
+    entries: Sequence[tuple[str, str]], blobs: dict[str, bytes | None], dest: Path
+) -> None:
+    made: set[Path] = set()  # directories already there: one mkdir each, not one per file
     for oid, path in entries:
         data = blobs.get(oid)
         if data is None:
             continue
         target = dest / path
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
             target.write_bytes(data)
         except OSError:
             continue  # a tree naming a file and a directory alike: the checks see it missing
+
+
+class CommitFiles:
+    """Every file of one commit, listed once (`ls-tree -r`) and read through one
+    `BlobReader`: reading many documents of a commit costs two git processes in all, not
+    several per document. `paths`, `read` and `materialize` answer as `ls_files(["."],
+    rev=rev)`, `cat_files` of `<rev>:path` names and `materialize(paths, dest, rev=rev)`
+    do. A listing git cannot make (a missing tree object) is a `GitError`."""
+
+    KEEP_BYTES = 1 << 26
+    """How many bytes of blobs `read` keeps by object id, for the next document that reads
+    the same blob (every document of a commit reads its one dvc.lock)."""
+
+    def __init__(self, rev: str, cwd: Path) -> None:
+        self._rev, self._cwd = rev, cwd
+        self._reader: BlobReader | None = None
+        self._kept: dict[str, bytes] = {}
+        self._kept_bytes = 0
+
+    @functools.cached_property
+    def entries(self) -> list[tuple[str, str, str, str]]:
+        """(mode, type, object id, path) of every file (and submodule) of the commit."""
+        return tree_entries([], self._cwd, self._rev, recursive=True, check=True)
+
+    @functools.cached_property
+    def _blob_ids(self) -> dict[str, str]:
+        return {path: oid for _, kind, oid, path in self.entries if kind == "blob"}
+
+    def paths(self) -> list[str]:
+        return [path for *_, path in self.entries]
+
+    def read(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        """Contents of the commit's blobs at `paths` (None where there is none)."""
+        paths = list(dict.fromkeys(paths))
+        ids = {p: self._blob_ids[p] for p in paths if p in self._blob_ids}
+        blobs: dict[str, bytes | None] = {i: self._kept[i] for i in ids.values() if i in self._kept}
+        blobs.update(self._blobs().read_blobs(i for i in ids.values() if i not in blobs))
+        for oid, data in blobs.items():
+            self._keep(oid, data)
+        return {p: blobs.get(ids[p]) if p in ids else None for p in paths}
+
+    def _keep(self, oid: str, data: bytes | None) -> None:
+        if data is None or oid in self._kept or self._kept_bytes + len(data) > self.KEEP_BYTES:
+            return
+        self._kept[oid] = data
+        self._kept_bytes += len(data)
+
+    @functools.cached_property
+    def _sorted(self) -> tuple[list[str], list[int]]:
+        """The listed paths in sorted order, and each one's place in `entries`."""
+        order = sorted(range(len(self.entries)), key=lambda i: self.entries[i][3])
+        return [self.entries[i][3] for i in order], order
+
+    def named(self, paths: Iterable[str]) -> list[tuple[str, str, str, str]]:
+        """The entries that `paths` name as literal pathspecs from the repository root
+        name them in `ls-tree`: the path itself, everything under it, everything for `.`.
+        In sorted order the paths under `p` are those from `p/` up to `p0` (`0` follows
+        `/`), so each spec costs two binary searches however long or deep the paths are."""
+        specs = {posixpath.normpath(p) for p in paths}
+        if "." in specs:
+            return list(self.entries)
+        names, order = self._sorted
+        hits: set[int] = set()
+        for spec in specs:
+            at = bisect.bisect_left(names, spec)
+            if at < len(names) and names[at] == spec:
+                hits.add(order[at])
+            below = bisect.bisect_left(names, spec + "/", at)
+            hits.update(order[below : bisect.bisect_left(names, spec + "0", below)])
+        return [self.entries[i] for i in sorted(hits)]
+
+    def materialize(self, paths: Sequence[str], dest: Path) -> None:
+        """Write the commit's files that `paths` name (see `named`) under `dest`."""
+        entries = [
+            (oid, path)
+            for mode, kind, oid, path in self.named(paths)
+            if _writable(mode, kind, path)
+        ]
+        _write_blobs(entries, self._blobs().read_blobs(oid for oid, _ in entries), dest)
+
+    def _blobs(self) -> BlobReader:
+        if self._reader is None:
+            self._reader = BlobReader(self._cwd)
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def __enter__(self) -> CommitFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def config_get(key: str, cwd: Path) -> str | None:

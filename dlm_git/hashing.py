@@ -12,6 +12,13 @@ Invariants:
 * JSON that gets hashed or committed is written by `canonical_json` only: sorted keys,
   two-space indent, UTF-8 without escaping, no NaN/Infinity, exactly one trailing newline.
 * Floats that must round-trip exactly are recorded with `float_hex`.
+* A text input (a `.dlm`, a source file, a record dlm-git wrote) is hashed in its
+  canonical form, `canonical_text`: every CRLF written as LF, nothing else changed. That is
+  what git stores for a file it treats as text (`core.autocrlf`, `text`/`eol` attributes),
+  so one commit hashes the same on an LF and on a CRLF checkout, in train, the hooks and
+  verify alike. Bytes without a CRLF are their own canonical form: the digest of an LF
+  file is the digest of its raw bytes, as before the rule. Records made before it hold the
+  raw bytes' digest; `TextDigest.form_of` recognises both (`TextForm`).
 * A tensor digest binds name, dtype, shape, byte length and bytes; the tensor root binds
   the number of tensors and their digests in name order (Unicode code point order, which
   equals UTF-8 byte order).
@@ -30,19 +37,25 @@ import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from dlm_git.fsutil import digest_regular, open_regular
 from dlm_git.safetensors_header import SafetensorsFormatError, open_header
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "SafetensorsDigest",
     "TensorDigest",
+    "TextDigest",
+    "TextForm",
     "canonical_json",
+    "canonical_text",
     "canonical_json_sha256",
     "digest_safetensors",
     "digest_tensor_bytes",
+    "digest_text",
     "float_from_hex",
     "float_hex",
     "sha256_bytes",
@@ -88,8 +101,59 @@ def sha256_text(text: str) -> str:
 
 def sha256_file(path: Path) -> str:
     """Hex SHA-256 of the file's bytes."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+    return digest_regular(path, "sha256")
+
+
+# --------------------------------------------------------------------------- text inputs
+
+
+def canonical_text(data: bytes) -> bytes:
+    """The form a text input is hashed in: every CRLF written as LF (what git's text
+    conversion stores), every other byte as it is. A lone CR is kept, as git keeps it;
+    the parser's own normalising (BOM, lone CR) is a function of this form."""
+    return data.replace(b"\r\n", b"\n")
+
+
+class TextForm(StrEnum):
+    """Which digest of a text input a record holds."""
+
+    CANONICAL = "canonical"
+    """Of `canonical_text`: what dlm-git records."""
+    RAW = "raw"
+    """Of the raw bytes: records made before the line-end rule. Differs from the
+    canonical digest only for bytes that hold a CRLF."""
+
+
+@dataclass(frozen=True)
+class TextDigest:
+    """sha256 and size of a text input's canonical form and of its raw bytes."""
+
+    sha256: str
+    size: int
+    raw_sha256: str
+    raw_size: int
+
+    def form_of(self, sha256: object, size: object = None) -> TextForm | None:
+        """Which form a recorded digest (and size, when one is recorded) is of; None: of
+        neither, the input is not what the record says."""
+
+        def same_size(n: int) -> bool:
+            return size is None or (type(size) is int and size == n)
+
+        if sha256 == self.sha256 and same_size(self.size):
+            return TextForm.CANONICAL
+        if sha256 == self.raw_sha256 and same_size(self.raw_size):
+            return TextForm.RAW
+        return None
+
+
+def digest_text(data: bytes) -> TextDigest:
+    """The digests of a text input (one sha256 pass when it holds no CRLF)."""
+    canonical = canonical_text(data)
+    digest = sha256_bytes(canonical)
+    if len(canonical) == len(data):  # nothing replaced: the same bytes
+        return TextDigest(digest, len(data), digest, len(data))
+    return TextDigest(digest, len(canonical), sha256_bytes(data), len(data))
 
 
 # --------------------------------------------------------------------------- canonical JSON
@@ -248,7 +312,7 @@ def digest_safetensors(path: Path, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> S
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
     subject = str(path)
-    with open(path, "rb", buffering=0) as fh:
+    with open_regular(path) as fh:
         size, prefix, _, metadata, specs = open_header(fh, subject)
         file_hash = hashlib.sha256(prefix)
         data_len = size - len(prefix)

@@ -293,6 +293,80 @@ KERNEL_SETTING = re.compile(r"[A-Za-z0-9_.,:]{1,32}")
 """What a recorded kernel setting may look like (`AVX2`, `AVX2,STRICT`, `:4096:8`, ...)."""
 
 
+# Every key a dlm-git writes (or once wrote: `interop_threads`) into `determinism_flags`
+# besides the topology's `distributed`, with the kind of its value. A key that is not
+# here makes a lock malformed (`dlm_git.lock.fields`): no record ever carries one.
+FLAG_KINDS: dict[str, str] = {
+    "numerics": "name",
+    "device": "name",
+    "machine": "name",
+    "cpu_capability": "name",
+    "threads": "count",
+    "interop_threads": "count",
+    "deterministic_algorithms": "bool",
+    "cudnn_deterministic": "bool",
+    "cudnn_benchmark": "bool",
+    "tf32_matmul": "bool",
+    "tf32_cudnn": "bool",
+    **{flag: "name?" for flag in FLAG_OF_VARIABLE.values()},
+    "cpu_vendor": "text?",
+    "cpu_isa": "name?",
+    "gpu_name": "text?",
+    "gpu_capability": "name?",
+    "driver": "name?",
+    "cuda_version": "name?",
+    "cublas_version": "name?",
+    "cudnn_version": "name?",
+    "nccl_version": "name?",
+}
+RECORDED_NAME = re.compile(r"[A-Za-z0-9_.,:+-]{1,64}")
+RECORDED_TEXT = re.compile(r"[ -~]{1,120}")  # printable ASCII, one line, bounded
+
+
+def flag_problem(key: str, value: object) -> str | None:
+    """Why `determinism_flags.<key>` = `value` is not something a dlm-git records, or None."""
+    kind = FLAG_KINDS.get(key)
+    if kind is None:
+        return f"determinism_flags.{key!r:.60}: unknown key (no dlm-git records it)"
+    if kind.endswith("?") and value is None:
+        return None
+    if kind == "bool":
+        ok = isinstance(value, bool)
+    elif kind == "count":
+        ok = type(value) is int and 0 <= value <= 1 << 20
+    elif kind.startswith("name"):
+        ok = isinstance(value, str) and RECORDED_NAME.fullmatch(value) is not None
+    else:
+        ok = isinstance(value, str) and RECORDED_TEXT.fullmatch(value) is not None
+    return None if ok else f"determinism_flags.{key} {value!r:.60} is not a recorded {kind}"
+
+
+def profile_problem(flags: Mapping[str, Any]) -> str | None:
+    """Why recorded flags contradict the profile they name (a pinned setting other than
+    the profile's pin, another ATen capability, another device), or None. An unknown
+    profile is not a contradiction: `replay.profile` says this dlm-git does not know it."""
+    profile = PROFILES.get(str(flags.get("numerics")))
+    if profile is None:
+        return None
+    device = flags.get("device")
+    if (device == "cuda") != (profile.device == "cuda"):
+        return f"determinism_flags.device {device!r} contradicts profile {profile.name}"
+    for variable, pinned in profile.pins.items():
+        flag = FLAG_OF_VARIABLE.get(variable)
+        if flag is not None and flag in flags and flags[flag] != pinned:
+            return (
+                f"determinism_flags.{flag} {flags[flag]!r} contradicts profile {profile.name}"
+                f" (it pins {pinned})"
+            )
+    capability = flags.get("cpu_capability")
+    if profile.aten_capability is not None and capability not in (None, profile.aten_capability):
+        return (
+            f"determinism_flags.cpu_capability {capability!r} contradicts profile"
+            f" {profile.name} (ATen {profile.aten_capability})"
+        )
+    return None
+
+
 def malformed_setting(recorded: Mapping[str, Any]) -> str | None:
     """The first recorded kernel setting a replay would put in its environment that is
     not a plain setting (a NUL byte, a newline, a megabyte of text...), or None."""
@@ -536,10 +610,13 @@ def determinism_class(flags: Mapping[str, Any], tier: str) -> DeterminismClass:
 
 @dataclass(frozen=True)
 class Expectation:
-    """Whether a replay here is expected to reproduce the recorded bits, and why."""
+    """Whether a replay here is expected to reproduce the recorded bits, and why; when not
+    because the replay's environment differs from the record, what differs."""
 
     bits: bool
     reason: str
+    differs: tuple[str, ...] = ()
+    """`name recorded -> replayed` for each kernel fact or library version that differs."""
 
 
 def expect_bits(
@@ -549,31 +626,28 @@ def expect_bits(
     replayed_versions: Mapping[str, Any],
     tier: str,
 ) -> Expectation:
-    """Decided by this dlm-git's profile table, from the recorded and the replay's flags;
-    the recorded lock's own claims (its determinism class) play no part."""
-    name = recorded.get("numerics")
-    if not isinstance(name, str) or name not in PROFILES:
-        what = "no numerics profile" if name is None else f"unknown profile {name!r}"
-        return Expectation(False, f"the lock records {what} (recorded before profiles?)")
-    klass = determinism_class(recorded, tier)
+    """Decided by this dlm-git's profile table applied to the facts the replay itself
+    observed (`replayed`, its versions and hardware `tier`): the promise is the table's,
+    never the lock's. The record only says where the original ran; a record whose flags
+    or versions differ from the replay's names another environment (`differs`), in which
+    no bits are expected. Records are validated first (`dlm_git.lock.fields`): no key a
+    dlm-git does not write can reach this comparison."""
+    name = replayed.get("numerics")
+    klass = determinism_class(replayed, tier)
     if klass != "strong":
         return Expectation(False, f"profile {name} promises no bits here (class {klass})")
-    differing = sorted(
-        k for k in set(recorded) | set(replayed) if recorded.get(k) != replayed.get(k)
-    )
-    if differing:
-        shown = ", ".join(f"{k} {recorded.get(k)!r} -> {replayed.get(k)!r}" for k in differing[:4])
-        return Expectation(False, f"the replay ran with other kernel facts: {shown}")
-    versions = sorted(
-        k
-        for k in set(recorded_versions) | set(replayed_versions)
+    differs = tuple(
+        f"{k} {recorded.get(k)!r} -> {replayed.get(k)!r}"
+        for k in sorted(set(recorded) | set(replayed), key=str)
+        if recorded.get(k) != replayed.get(k)
+    ) + tuple(
+        f"{k} {recorded_versions.get(k)} -> {replayed_versions.get(k)}"
+        for k in sorted(set(recorded_versions) | set(replayed_versions), key=str)
         if recorded_versions.get(k) != replayed_versions.get(k)
     )
-    if versions:
-        shown = ", ".join(
-            f"{k} {recorded_versions.get(k)} -> {replayed_versions.get(k)}" for k in versions[:4]
-        )
-        return Expectation(False, f"other library versions: {shown}")
+    if differs:
+        shown = ", ".join(differs[:4]) + (", ..." if len(differs) > 4 else "")
+        return Expectation(False, f"the replay ran in another environment: {shown}", differs)
     return Expectation(True, f"profile {name}, same kernel facts and versions: bits expected")
 
 

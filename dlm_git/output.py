@@ -1,24 +1,71 @@
-"""Printing for the CLI: JSON to stdout for machines, rich text for people, errors to stderr."""
+"""Printing for the CLI and the hooks: JSON to stdout for machines, text lines for people,
+errors to stderr.
+
+Invariant: every character dlm-git sends to a terminal is one `printable` lets through.
+Any string may come from a commit (a file name, a section's first line, a config value,
+a forged check detail), so no command writes to stdout or stderr but through `echo`,
+`error_line` or `emit_json`: text is shown with its control and format characters
+escaped (`\\x1b`, `\\u202e`), one line per call; JSON keeps every string exact, with the
+same characters written as JSON escapes.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
-from dlm_git.hashing import canonical_json
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
-def emit_json(obj: Any) -> None:
-    sys.stdout.write(canonical_json(obj).decode("utf-8"))
-    sys.stdout.flush()
+def printable(text: str) -> str:
+    """`text` for a terminal line: every character `str.isprintable` refuses is shown as
+    its escape (`\\x1b`, `\\x9b`, `\\u202e`, `\\n`, `\\udce9`), never sent, never dropped.
+
+    That is C0 and C1 controls and DEL (escape sequences, BEL, backspace, CR, NUL), line
+    breaks and tabs (one finding stays one line), format characters (bidi overrides and
+    isolates, zero-width characters), line and paragraph separators, spaces other than
+    ' ', lone surrogates (bytes that were not UTF-8, kept by surrogateescape), private-use
+    and unassigned code points. Everything else, `\\` included, is shown as itself."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if ch in _NAMED:
+        return _NAMED[ch]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def echo(line: str = "", *, err: bool = False) -> None:
+    """One line to stdout (stderr with `err`), through `printable`."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(printable(line) + "\n")
+    stream.flush()
 
 
 def error_line(text: str) -> None:
-    sys.stderr.write(text.rstrip("\n") + "\n")
-    sys.stderr.flush()
+    echo(text.rstrip("\n"), err=True)
 
 
-def console() -> Any:
-    from rich.console import Console
+def emit_json(obj: Any) -> None:
+    """`obj` as JSON on stdout, laid out as `hashing.canonical_json` lays it out; the
+    characters `printable` escapes are written as JSON escapes (`\\u001b`, `\\u202e`,
+    lone surrogates as `\\udce9`), so `json.loads` gives back every string exactly."""
+    text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+    if not text.replace("\n", "").isprintable():
+        text = "".join(ch if ch.isprintable() or ch == "\n" else _json_escape(ch) for ch in text)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
-    return Console(highlight=False, soft_wrap=True)
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"

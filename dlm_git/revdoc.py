@@ -64,7 +64,19 @@ def materialize(root: Path, doc_rel: str, rev: str, dest: Path) -> Path | None:
     return dest / dlm
 
 
-def write_inputs(root: Path, doc_rel: str, rev: str, dlm_bytes: bytes, dest: Path) -> None:
-    """`materialize` for a caller that has already read the `.dlm`'s bytes."""
+def write_inputs(
+    root: Path,
+    doc_rel: str,
+    rev: str,
+    dlm_bytes: bytes,
+    dest: Path,
+    files: gitio.CommitFiles | None = None,
+) -> None:
+    """`materialize` for a caller that has already read the `.dlm`'s bytes. `files`: the
+    commit `rev`'s files, already listed (a caller writing many documents of one commit)."""
     (dest / ".git").mkdir(parents=True, exist_ok=True)
-    gitio.materialize([doc_rel, *source_dirs(doc_rel, dlm_bytes)], dest, root, rev=rev)
+    paths = [doc_rel, *source_dirs(doc_rel, dlm_bytes)]
+    if files is not None:
+        files.materialize(paths, dest)
+    else:
+        gitio.materialize(paths, dest, root, rev=rev)

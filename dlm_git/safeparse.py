@@ -23,7 +23,7 @@ import yaml
 
 MAX_DEPTH = 64
 LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when available
-_PARSER: Any = getattr(yaml, "CParser", None)
+_PARSER: Any = getattr(getattr(yaml, "cyaml", None), "CParser", None)  # not in yaml's namespace
 _OPENERS = "[{-?:"
 
 

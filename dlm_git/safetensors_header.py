@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import open_regular
 
 MAX_HEADER_SIZE = 100_000_000
 
@@ -235,6 +236,6 @@ def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
 
     Raises SafetensorsFormatError for anything malformed (see `digest_safetensors`).
     """
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         _, prefix, header, _, _ = open_header(fh, str(path))
     return header, len(prefix)

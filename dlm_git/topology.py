@@ -69,6 +69,27 @@ def topology_flags(nproc: int, device: str) -> dict[str, Any]:
     return {FLAG: topo.record()} if topo is not None else {}
 
 
+def record_problem(record: object) -> str | None:
+    """Why `determinism_flags.distributed` is not a topology record a dlm-git writes."""
+    if not isinstance(record, Mapping):
+        return f"determinism_flags.{FLAG} is not an object"
+    keys = {"world_size", "backend", "bucket_elements", "sharding"}
+    unknown = sorted(str(k) for k in record if k not in keys)
+    if unknown:
+        return f"determinism_flags.{FLAG}.{unknown[0]!r:.60}: unknown key"
+    size = recorded_world_size({FLAG: record})
+    if isinstance(size, str):
+        return size
+    if record.get("backend") not in ("gloo", "nccl"):
+        return f"determinism_flags.{FLAG}.backend {record.get('backend')!r:.60} is not a backend"
+    bucket = record.get("bucket_elements")
+    if type(bucket) is not int or not 1 <= bucket <= 1 << 40:
+        return f"determinism_flags.{FLAG}.bucket_elements {bucket!r:.60} is not a count"
+    if not isinstance(record.get("sharding"), str) or len(record["sharding"]) > 64:
+        return f"determinism_flags.{FLAG}.sharding {record.get('sharding')!r:.60} is not a rule"
+    return None
+
+
 def recorded_world_size(flags: Mapping[str, Any]) -> int | str:
     """The world size a lock's flags record (1 when absent), or why the record is malformed."""
     record = flags.get(FLAG)

@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git.base.errors import BaseModelError
-from dlm_git.fsutil import FILE_MODE, atomic_write_bytes, replacing_dir
+from dlm_git.fsutil import (
+    FILE_MODE,
+    MAX_RECORD_BYTES,
+    NotRegularFile,
+    atomic_write_bytes,
+    read_regular,
+    replacing_dir,
+)
 from dlm_git.hashing import canonical_json, sha256_bytes, sha256_file
 
 BUILD_SPEC_VERSION = 1
@@ -291,8 +298,8 @@ def build_base(
 
 def _holds(directory: Path, spec: bytes) -> bool:
     try:
-        return (directory / SPEC_FILE).read_bytes() == spec
-    except OSError:
+        return read_regular(directory / SPEC_FILE, MAX_RECORD_BYTES) == spec
+    except (OSError, NotRegularFile):
         return False
 
 
@@ -416,8 +423,8 @@ def built_here(directory: Path) -> str | None:
     import json
 
     try:
-        data = json.loads((Path(directory) / SPEC_FILE).read_bytes())
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(read_regular(Path(directory) / SPEC_FILE, MAX_RECORD_BYTES))
+    except (OSError, ValueError, RecursionError, NotRegularFile):
         return None
     name = data.get("name") if isinstance(data, dict) else None
     ok = isinstance(name, str) and name in FAMILIES and "init_seed" in data

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, atomic_write_bytes, read_regular
 from dlm_git.hashing import TensorDigest, digest_safetensors
 
 RECORD_NAME = "tensor-digests.json"
@@ -49,8 +49,8 @@ class DigestRecord:
         self.path = Path(root) / RECORD_NAME
         self.entries: dict[str, Any] = {}
         self.dirty = False
-        with contextlib.suppress(OSError, ValueError, RecursionError):
-            data = json.loads(self.path.read_bytes())
+        with contextlib.suppress(OSError, ValueError, RecursionError, NotRegularFile):
+            data = json.loads(read_regular(self.path, MAX_RECORD_BYTES))
             if isinstance(data, dict):
                 self.entries = data
 

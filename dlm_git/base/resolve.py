@@ -33,6 +33,7 @@ from dlm_git.base.tiny import (
     tiny_spec_hash,
 )
 from dlm_git.errors import missing_stack_module
+from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
 from dlm_git.hashing import (
     TensorDigest,
     canonical_json_sha256,
@@ -125,7 +126,7 @@ def locate_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> Loc
         revision = spec.revision
         if revision is None:
             ref = repo_dir / "refs" / "main"
-            revision = ref.read_text("utf-8", "replace").strip() if ref.is_file() else None
+            revision = _read_ref(ref)
             if revision is not None and not REV_RE.fullmatch(revision):
                 note = f"{ref} does not hold a 40-hex commit revision"
                 return LocatedBase(spec, None, False, None, note)
@@ -240,11 +241,19 @@ def base_identity(path: Path, revision: str | None, tokenizer: str | None = None
     )
 
 
+def _read_ref(ref: Path) -> str | None:
+    """A Hugging Face cache's `refs/<name>` (None: absent, or not a regular file)."""
+    try:
+        return read_regular(ref, MAX_RECORD_BYTES).decode("utf-8", "replace").strip()
+    except (OSError, NotRegularFile):
+        return None
+
+
 def _json_object(path: Path) -> dict[str, Any]:
     import json
 
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_regular(path, MAX_RECORD_BYTES))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BaseModelError(str(path), f"not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict):

@@ -17,7 +17,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from dlm_git.fsutil import FILE_MODE, atomic_write_bytes, replacing_dir
+from dlm_git.fsutil import (
+    FILE_MODE,
+    MAX_RECORD_BYTES,
+    NotRegularFile,
+    atomic_write_bytes,
+    read_regular,
+    replacing_dir,
+)
 from dlm_git.hashing import canonical_json, sha256_bytes
 
 TINY_SPEC_VERSION = 1
@@ -106,8 +113,8 @@ def built_revision(directory: Path) -> str | None:
     spec file (None: no build there). Needs none of the libraries that build it: this is
     how a core install finds the base a commit names (its manifest's `base.revision`)."""
     try:
-        data = (Path(directory) / SPEC_FILE).read_bytes()
-    except OSError:
+        data = read_regular(Path(directory) / SPEC_FILE, MAX_RECORD_BYTES)
+    except (OSError, NotRegularFile):
         return None
     return f"tiny-{sha256_bytes(data)[:16]}"
 
@@ -133,7 +140,7 @@ def check_tiny_dir(directory: Path) -> None:
     hint = f"rebuild it: dlm-git base build --out {directory} (or `dvc repro base`)"
     if not spec_file.is_file():
         raise BaseNotAvailableError(str(directory), "no built tiny base here", hint)
-    if spec_file.read_bytes() != tiny_spec_json():
+    if read_regular(spec_file, MAX_RECORD_BYTES) != tiny_spec_json():
         raise BaseNotAvailableError(
             str(directory), "tiny base was built from another spec (library versions?)", hint
         )

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.fsutil import NotRegularFile, atomic_write_bytes, open_regular
+from dlm_git.statedir import adopt_legacy, state_path
 
 if TYPE_CHECKING:  # entries decode to numpy arrays: imported where entries are read, so
     # `cache show|prune|clear` and `dlm-git show` work on a core install (no numpy)
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # entries decode to numpy arrays: imported where entries are 
     from dlm_git.token_stream import RowTokens
 
 T = TypeVar("T")
+CACHE_NAME = "token-cache"
 INDEX_NAME = "cache.sqlite"
 PACKS_DIR = "packs"
 PACK_PREFIX = "pack-"
@@ -85,8 +87,15 @@ def _ignore_in_git(root: Path) -> None:
 
 
 def default_cache_dir(repo_root: Path) -> Path:
+    """`$DLM_GIT_CACHE_DIR` (the user's choice), else `token-cache` in the state directory
+    all work trees of the repository share (`dlm_git.statedir`), where no commit can
+    reach; a cache an older dlm-git kept in `<repo>/.dlm-git/` is moved there once."""
     env = os.environ.get("DLM_GIT_CACHE_DIR")
-    return Path(env) if env else repo_root / ".dlm-git" / "token-cache"
+    if env:
+        return Path(env)
+    path = state_path(repo_root, CACHE_NAME, shared=True)
+    adopt_legacy(repo_root, CACHE_NAME, path)
+    return path
 
 
 @dataclass(frozen=True)
@@ -167,9 +176,9 @@ class TokenCache:
         from dlm_git.cache.entry import CorruptEntry
 
         try:
-            with open(path, "rb", buffering=0) as fh:
-                data = fh.read()
-        except OSError:
+            with open_regular(path, follow_symlinks=False) as fh:
+                data = fh.read() or b""
+        except (OSError, NotRegularFile):  # absent, unreadable, or a FIFO or link: a miss
             return None
         try:
             return decode(data)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from dlm_git.errors import DlmGitError, UsageError
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 base_app = typer.Typer(
     help="Build the built-in tiny base or show a base's identity.",
@@ -53,9 +53,9 @@ def build(
 
     built = build_base(family_named(name), Shape(layers, vocab), out, hf_cache, repo_id)
     if built.out is not None:
-        typer.echo(f"{built.out}: {name} (revision {built.revision})")
+        echo(f"{built.out}: {name} (revision {built.revision})")
     if built.snapshot is not None:
-        typer.echo(f"{built.snapshot}: hf:{built.repo_id}@{built.revision}")
+        echo(f"{built.snapshot}: hf:{built.repo_id}@{built.revision}")
 
 
 def _build_tiny(out: Path) -> None:
@@ -64,7 +64,7 @@ def _build_tiny(out: Path) -> None:
 
     try:
         check_tiny_dir(out)
-        typer.echo(f"{out}: tiny base up to date")
+        echo(f"{out}: tiny base up to date")
         return
     except BaseNotAvailableError:
         pass
@@ -73,7 +73,7 @@ def _build_tiny(out: Path) -> None:
     check_replaceable(out)
     _pin_numerics()
     build_tiny_base(out)
-    typer.echo(f"{out}: built tiny base")
+    echo(f"{out}: built tiny base")
 
 
 def _pin_numerics() -> None:
@@ -112,7 +112,7 @@ def list_families(as_json: bool = typer.Option(False, "--json", help="Machine-re
         emit_json(rows)
         return
     for r in rows:
-        typer.echo(
+        echo(
             f"{r['name']:<14}{r['model_type']:<10}{r['layers']:>3} layers"
             f"  hidden {r['hidden_size']:<5} vocab {r['vocab_size']:<7} {r['source']}"
         )
@@ -153,7 +153,7 @@ def resolve(
     path = loaded.layout.base_record
     if not path.is_file() or path.read_bytes() != record:
         atomic_write_bytes(path, record)
-    typer.echo(f"{path}: {spec} ({ident.revision or 'no revision'}, {ident.tensor_root[:16]})")
+    echo(f"{path}: {spec} ({ident.revision or 'no revision'}, {ident.tensor_root[:16]})")
 
 
 @base_app.command("show")
@@ -180,4 +180,4 @@ def show(
         emit_json(report)
         return
     for key, value in report.items():
-        typer.echo(f"{key:<18}{value}")
+        echo(f"{key:<18}{value}")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from dlm_git.errors import UsageError
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
     from dlm_git.cache.store import TokenCache
@@ -68,18 +68,18 @@ def show(
     if as_json:
         emit_json(summary)
         return
-    typer.echo(f"cache     {summary['path']}")
-    typer.echo(f"entries   {summary['entries']}")
-    typer.echo(f"bytes     {summary['bytes']} (max {max_bytes})")
+    echo(f"cache     {summary['path']}")
+    echo(f"entries   {summary['entries']}")
+    echo(f"bytes     {summary['bytes']} (max {max_bytes})")
     last = summary["last_run"]
     if isinstance(last, dict):
-        typer.echo(
+        echo(
             f"last run  {last['hits']}/{last['total_rows']} hits ({last['hit_rate']:.1%}), "
             f"{last['misses']} misses, {last['corrupt']} corrupt, "
             f"tokenize {last['tokenize_seconds']} s"
         )
     else:
-        typer.echo("last run  none recorded for this document")
+        echo("last run  none recorded for this document")
 
 
 @cache_app.command("prune")
@@ -93,7 +93,7 @@ def prune(
     cache, _, _, days = _cache_for(doc)
     seconds = parse_duration(older_than) if older_than else days * 86400
     removed, swept = cache.prune(seconds)
-    typer.echo(f"pruned {removed} entries, swept {swept} orphan/tmp files from {cache.root}")
+    echo(f"pruned {removed} entries, swept {swept} orphan/tmp files from {cache.root}")
 
 
 @cache_app.command("clear")
@@ -110,7 +110,7 @@ def clear(
         if not typer.confirm(
             f"Remove {stats.entries} entries ({stats.bytes} bytes) from {cache.root}?"
         ):
-            typer.echo("nothing removed")
+            echo("nothing removed")
             raise typer.Exit(1)
     removed, swept = cache.clear()
-    typer.echo(f"cleared {removed} entries, swept {swept} orphan/tmp files from {cache.root}")
+    echo(f"cleared {removed} entries, swept {swept} orphan/tmp files from {cache.root}")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
     from dlm_git.history.diff import DocDiff, TrainingDiff
@@ -25,6 +25,12 @@ def diff(
     fetch: bool = typer.Option(
         False, "--fetch", help="Fetch adapters the DVC cache lacks from this work tree's remote."
     ),
+    remote: str = typer.Option(
+        None,
+        "--remote",
+        help="With --fetch: fetch from this remote of your own DVC config (.dvc/config.local,"
+        " global or system), not the default the checked-out .dvc/config may set.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show what changed for each document: inputs, lock, adapter tensors, training."""
@@ -33,21 +39,23 @@ def diff(
     from dlm_git.gitio import toplevel
     from dlm_git.history.diff import diff_sides, to_json
     from dlm_git.history.sides import resolve_side
+    from dlm_git.verify.fetch import fetch_from
 
     root = toplevel(Path.cwd())
+    source = fetch_from(root, fetch, remote, "diff")
     side_a = resolve_side(root, a or "HEAD")
     side_b = resolve_side(root, b)
     only = revdoc.doc_rel(root, doc, "diff") if doc is not None else None
     if only is not None and only not in {*side_a.documents(), *side_b.documents()}:
         raise UsageError("diff", f"{doc}: no document on either side", "check --doc")
-    diffs = diff_sides(side_a, side_b, only, fetch)
+    diffs = diff_sides(side_a, side_b, only, source)
     if as_json:
         emit_json(to_json(side_a, side_b, diffs))
         return
-    typer.echo(f"diff {side_a.describe()} -> {side_b.describe()}")
+    echo(f"diff {side_a.describe()} -> {side_b.describe()}")
     for d in diffs:
         for line in render(d):
-            typer.echo(line)
+            echo(line)  # names, first lines and values are the commits' text
 
 
 def render(d: DocDiff) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 
 def doctor(
@@ -53,25 +53,25 @@ def _show(report: dict[str, Any], as_json: bool) -> None:
         return
     if "numerics" in report:
         p = report["numerics"]
-        typer.echo(f"numerics profile    {p['name']}: {p['summary']}")
+        echo(f"numerics profile    {p['name']}: {p['summary']}")
         for key, value in sorted(p["pins"].items()):
-            typer.echo(f"  pins {key:<21}{value}")
-        typer.echo(f"hardware tier       {report['hardware_tier']}")
-        typer.echo(f"determinism class   {report['determinism_class']}")
-    typer.echo("profiles on this machine")
+            echo(f"  pins {key:<21}{value}")
+        echo(f"hardware tier       {report['hardware_tier']}")
+        echo(f"determinism class   {report['determinism_class']}")
+    echo("profiles on this machine")
     for p in report["profiles"]:
         state = "runs here" if p["runnable_here"] else f"cannot run here: {p['why_not']}"
         portable = "portable" if p["portable"] else "this machine only"
-        typer.echo(f"  {p['name']:<12}{p['device']:<6}{portable:<19}{state}")
-    typer.echo("machine (diagnosis, not drift under a pinned profile)")
+        echo(f"  {p['name']:<12}{p['device']:<6}{portable:<19}{state}")
+    echo("machine (diagnosis, not drift under a pinned profile)")
     for key, value in sorted(report["machine"].items()):
-        typer.echo(f"  {key:<26}{value}")
+        echo(f"  {key:<26}{value}")
     if "error" in report:
-        typer.echo(f"error: {report['error']}", err=True)
+        echo(f"error: {report['error']}", err=True)
         return
-    typer.echo("determinism flags (recorded in dlm.lock)")
+    echo("determinism flags (recorded in dlm.lock)")
     for key, value in sorted(report["determinism_flags"].items()):
-        typer.echo(f"  {key:<26}{value}")
-    typer.echo("versions")
+        echo(f"  {key:<26}{value}")
+    echo("versions")
     for key, value in sorted(report["pinned_versions"].items()):
-        typer.echo(f"  {key:<26}{value}")
+        echo(f"  {key:<26}{value}")

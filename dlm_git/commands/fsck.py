@@ -1,8 +1,11 @@
-"""`dlm-git fsck [--repair] [--full] [--json]`: check the DVC cache objects the history
-references and the token cache against their own hashes (`dlm_git.history.fsck`).
+"""`dlm-git fsck [--repair [--allow-outside-cache]] [--full] [--json]`: check the DVC cache
+objects the history references and the token cache against their own hashes
+(`dlm_git.history.fsck`).
 
 Exit 0 when nothing is corrupted (missing and orphaned objects are reported, never a
-failure), 1 while a corrupted object remains (after `--repair`, if given), 2 for misuse.
+failure), 1 while a corrupted object remains (after `--repair`, if given) or when
+`--repair` is refused for a DVC cache outside the repository that only the committed
+config names, 2 for misuse.
 """
 
 from __future__ import annotations
@@ -11,15 +14,22 @@ from pathlib import Path
 
 import typer
 
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 
 def fsck(
     repair: bool = typer.Option(
         False,
         "--repair",
-        help="Move corrupted objects into .dlm-git/quarantine/ (never deleted) and re-fetch"
-        " them from this work tree's default DVC remote.",
+        help="Move corrupted objects into the quarantine in the git directory"
+        " (.git/dlm-git/quarantine/, never deleted) and re-fetch them from this work tree's"
+        " default DVC remote.",
+    ),
+    allow_outside_cache: bool = typer.Option(
+        False,
+        "--allow-outside-cache",
+        help="With --repair: also change a DVC cache outside the repository that only the"
+        " committed .dvc/config names (confirm it is yours).",
     ),
     full: bool = typer.Option(
         False, "--full", help="Re-hash every object, ignoring the record of what was verified."
@@ -27,15 +37,18 @@ def fsck(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Check every cache object the history references, and the token cache."""
+    from dlm_git.errors import UsageError
     from dlm_git.gitio import toplevel
     from dlm_git.history.fsck import render, run_fsck
 
+    if allow_outside_cache and not repair:
+        raise UsageError("fsck", "--allow-outside-cache is only for --repair", "add --repair")
     root = toplevel(Path.cwd())
-    report = run_fsck(root, repair=repair, full=full)
+    report = run_fsck(root, repair=repair, full=full, allow_outside_cache=allow_outside_cache)
     if as_json:
         emit_json(report.to_json())
     else:
         for line in render(report):
-            typer.echo(line)
+            echo(line)
     if not report.ok:
         raise typer.Exit(1)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from dlm_git.output import echo
+
 hooks_app = typer.Typer(
     help="Install or remove dlm-git's git hooks.", no_args_is_help=True, rich_markup_mode=None
 )
@@ -20,4 +22,4 @@ def install(
     from dlm_git.hooks.install import install_hooks
 
     for line in install_hooks(toplevel(Path.cwd()), uninstall=uninstall):
-        typer.echo(line)
+        echo(line)

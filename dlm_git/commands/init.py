@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from dlm_git.output import echo
+
 
 def init(
     doc: str = typer.Option(None, "--doc", help="Scaffold NAME/NAME.dlm and add it to params."),
@@ -19,10 +21,10 @@ def init(
 
     result = run_init(Path.cwd(), doc, install_hooks=not no_hooks, sign=sign)
     for warning in result.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
     if not result.changes:
-        typer.echo("dlm-git init: nothing to do, already set up")
+        echo("dlm-git init: nothing to do, already set up")
         return
     for change in result.changes:
-        typer.echo(f"dlm-git init: {change}")
-    typer.echo("next: `dvc repro`, then `git add -A && git commit`")
+        echo(f"dlm-git init: {change}")
+    echo("next: `dvc repro`, then `git add -A && git commit`")

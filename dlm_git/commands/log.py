@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
     from dlm_git.history.log import LogEntry
@@ -41,10 +41,10 @@ def log(
         emit_json({"schema": "dlm-git.log/1", "head": head, "documents": _json(lineages)})
         return
     for name, entries in lineages.items():
-        typer.echo(f"{name}: {len(entries)} record change(s)")
+        echo(f"{name}: {len(entries)} record change(s)")
         for entry in entries:
             for line in render(entry):
-                typer.echo(line)
+                echo(line)
 
 
 def _documents(root: Path, head: str) -> list[str]:
@@ -54,10 +54,9 @@ def _documents(root: Path, head: str) -> list[str]:
 
 
 def render(e: LogEntry) -> list[str]:
+    """An entry's terminal lines, with the commits' text as it is (`echo` escapes it)."""
     c = e.commit
-    lines = [
-        f"  {c.sha[:12]} {_utc(c.time, '%Y-%m-%d')} {printable(c.author)}: {printable(c.subject)}"
-    ]
+    lines = [f"  {c.sha[:12]} {_utc(c.time, '%Y-%m-%d')} {c.author}: {c.subject}"]
     what = f"{e.determinism_class or '?'}, {e.profile or 'no profile'}"
     if e.world_size and e.world_size > 1:
         what += f", {e.world_size} ranks"
@@ -86,7 +85,7 @@ def _verdicts(e: LogEntry) -> str:
     local = e.local_verdict
     if local:
         when = _utc(int(local["at"]), "%Y-%m-%d %H:%M")
-        text += f"; here {printable(local['verdict'])} ({printable(local['level'])}, {when} UTC)"
+        text += f"; here {local['verdict']} ({local['level']}, {when} UTC)"
     return text
 
 
@@ -96,12 +95,6 @@ def _utc(seconds: int, fmt: str) -> str:
         return time.strftime(fmt, time.gmtime(seconds)) if seconds else "?"
     except (OverflowError, OSError, ValueError):
         return "?"
-
-
-def printable(text: str) -> str:
-    """Text from a commit for a terminal: control characters (escape sequences) shown
-    as `?`, never sent to the terminal."""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 def _json(lineages: dict[str, list[LogEntry]]) -> list[dict[str, Any]]:

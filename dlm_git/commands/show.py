@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from dlm_git.output import console, emit_json
+from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:  # the document model (pydantic) loads only when `show` runs
     from dlm_git.doc.load import LoadedDocument
@@ -88,37 +88,44 @@ def show_report(loaded: LoadedDocument) -> dict[str, Any]:
 
 
 def _print_human(report: dict[str, Any]) -> None:
-    out = console()
+    """The report as text lines; paths, names, first lines and config values are the
+    document's own text, so each line goes through `echo`: no rich markup is read, and
+    control and format characters are shown escaped."""
+    for line in _lines(report):
+        echo(line)
+
+
+def _lines(report: dict[str, Any]) -> list[str]:
     fm = report["frontmatter"]
     tr = fm["training"]
     base = report["base_model"]
     counts = report["counts"]
-    out.print(f"[bold]{report['path']}[/bold]  dlm_id {fm['dlm_id']}  v{fm['dlm_version']}")
-    out.print(f"  sha256       {report['dlm_sha256']}")
     avail = "available" if base["available"] else "NOT available"
     rev = f" @ {base['revision']}" if base["revision"] else ""
-    out.print(f"  base model   {base['spec']} ({base['kind']}{rev}; {avail}: {base['note']})")
-    out.print(
+    lines = [
+        f"{report['path']}  dlm_id {fm['dlm_id']}  v{fm['dlm_version']}",
+        f"  sha256       {report['dlm_sha256']}",
+        f"  base model   {base['spec']} ({base['kind']}{rev}; {avail}: {base['note']})",
         f"  training     lora r={tr['lora_r']} alpha={tr['lora_alpha']} "
         f"seq={tr['sequence_len']} lr={tr['learning_rate']} seed={tr['seed']} "
-        f"epochs={tr['num_epochs']} max_steps={tr['max_steps']}"
-    )
+        f"epochs={tr['num_epochs']} max_steps={tr['max_steps']}",
+    ]
     if fm.get("export"):
-        out.print(f"  export       {fm['export']} (kept, not used)")
-    out.print(
+        lines.append(f"  export       {fm['export']} (kept, not used)")
+    lines.append(
         f"  sections     {counts['prose']} prose, {counts['instruction']} instruction, "
         f"{counts['preference']} preference, {counts['source_files']} source files "
         f"({counts['skipped_files']} skipped)"
     )
     if counts["preference"]:
-        out.print("               preference sections are parsed but not trained on (SFT only)")
-    out.print("")
+        lines.append("               preference sections are parsed but not trained on (SFT only)")
+    lines.append("")
     for s in report["sections"]:
         where = s["source_path"] or f"line {s['line']}"
-        out.print(f"  {s['id']}  {s['type']:<14} {where:<28} {s['first_line'][:60]}", markup=False)
-    for d in report["sources"]["directives"]:
-        out.print(
-            f"  sources[{d['index']}] {d['path']}: {d['taken']} taken, {d['skipped']} skipped"
-        )
-    for s in report["sources"]["skipped"]:
-        out.print(f"    skipped {s['relpath']}: {s['reason']}", markup=False)
+        lines.append(f"  {s['id']}  {s['type']:<14} {where:<28} {s['first_line'][:60]}")
+    lines += [
+        f"  sources[{d['index']}] {d['path']}: {d['taken']} taken, {d['skipped']} skipped"
+        for d in report["sources"]["directives"]
+    ]
+    lines += [f"    skipped {s['relpath']}: {s['reason']}" for s in report["sources"]["skipped"]]
+    return lines

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from dlm_git.errors import UsageError
+from dlm_git.output import echo
 
 KEY_ENV = "DLM_GIT_SIGNING_KEY"
 KEY_CONFIG = "dlm-git.signingKey"
@@ -35,9 +36,7 @@ def sign(
 
     root = gitio.toplevel(Path.cwd())
     if key is None and if_configured and not _key_setting(root):
-        typer.echo(
-            f"sign: no signing key configured (${KEY_ENV}, git config {KEY_CONFIG}): skipped"
-        )
+        echo(f"sign: no signing key configured (${KEY_ENV}, git config {KEY_CONFIG}): skipped")
         return
     key = key or _configured_key(root)
     docs = list(doc) if doc else _params_documents(root)
@@ -45,7 +44,7 @@ def sign(
         raise UsageError("sign", "no documents", "give --doc PATH (or list them in params.yaml)")
     for target in docs:
         path = sign_document(target, key)
-        typer.echo(f"{path}: signed")
+        echo(f"{path}: signed")
 
 
 def _key_setting(root: Path) -> str | None:
@@ -81,5 +80,5 @@ def keygen(
     from dlm_git.sign.create import keygen as make
 
     private, public = make(out)
-    typer.echo(f"{private}: private key (0600; keep it out of every repository)")
-    typer.echo(f"{public}: public key (trust it: git config --add dlm-git.trustedKeys {public})")
+    echo(f"{private}: private key (0600; keep it out of every repository)")
+    echo(f"{public}: public key (trust it: git config --add dlm-git.trustedKeys {public})")

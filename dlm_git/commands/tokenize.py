@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 
 def tokenize(
@@ -43,7 +43,7 @@ def tokenize(
         return
     cache = result.cache_stats
     hits = f", cache {cache['hits']}/{cache['total_rows']} hits" if cache else ", no cache"
-    typer.echo(
+    echo(
         f"{loaded.doc.path}: {result.rows} rows -> {len(result.sequences)} sequences, "
         f"{result.tokens} tokens{hits}; stream root {result.stream_root[:16]}"
     )

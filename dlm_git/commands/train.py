@@ -11,7 +11,7 @@ import typer
 from dlm_git.errors import UsageError
 from dlm_git.layout import MANIFEST_NAME
 from dlm_git.lock.decision import LockMode
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 from dlm_git.topology import FLAG, check_nproc
 
 if TYPE_CHECKING:
@@ -139,29 +139,29 @@ def train(
             }
         )
         return
-    typer.echo(
+    echo(
         f"{outcome.doc_path}: trained {m.training.steps} steps, {m.training.tokens_trained} tokens"
     )
-    typer.echo(f"  adapter sha256   {outcome.adapter_sha256}")
-    typer.echo(f"  tensor root      {outcome.tensor_root}")
-    typer.echo(
+    echo(f"  adapter sha256   {outcome.adapter_sha256}")
+    echo(f"  tensor root      {outcome.tensor_root}")
+    echo(
         f"  determinism      {outcome.lock.determinism_class} on {outcome.lock.hardware_tier},"
         f" numerics {outcome.lock.determinism_flags.get('numerics')}"
         f" (threads={outcome.lock.determinism_flags.get('threads')}{_ranks(outcome.lock)})"
     )
-    typer.echo(
+    echo(
         f"  final loss       {float.fromhex(m.training.final_loss_hex):.6f}"
         f" ({m.training.final_loss_hex})"
     )
     if m.training.skipped_preference_sections:
-        typer.echo(
+        echo(
             f"  note             {m.training.skipped_preference_sections} preference section(s) "
             "not trained on (SFT only)"
         )
     if not outcome.lock_written:
-        typer.echo("  lock             not written (--ignore-lock)")
+        echo("  lock             not written (--ignore-lock)")
     run = outcome.run_record
-    typer.echo(f"  wall             {run['wall_seconds']} s ({run['tokens_per_second']} tok/s)")
+    echo(f"  wall             {run['wall_seconds']} s ({run['tokens_per_second']} tok/s)")
 
 
 def _ranks(lock: Lock) -> str:

@@ -10,7 +10,7 @@ import typer
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json
-from dlm_git.output import emit_json
+from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
     from dlm_git.verify.report import DocReport
@@ -31,10 +31,16 @@ def verify(
     sample: int = typer.Option(2, "--sample", help="With --level segments: segments to replay."),
     seed: int = typer.Option(None, "--seed", help="With --level segments: sampling seed."),
     tolerance: float = typer.Option(
-        1e-3,
+        None,
         "--tolerance",
-        help="With --level replay: the largest relative L2 distance per tensor accepted when"
-        " bit equality is not expected (yours; never read from the commit).",
+        help="With --level replay: compare within this relative L2 distance per tensor when"
+        " bit equality is not expected (yours; never read from the commit). Without it such"
+        " a replay is CANNOT_VERIFY.",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Only VERIFIED, BITWISE and SEGMENTS_BITWISE pass: WITHIN_TOLERANCE exits 1.",
     ),
     accept_license: bool = typer.Option(
         False,
@@ -53,14 +59,23 @@ def verify(
         help="Fetch the adapter (and, for --level segments, the segments) from this work"
         " tree's DVC remote where the cache lacks them.",
     ),
+    remote: str = typer.Option(
+        None,
+        "--remote",
+        help="With --fetch: fetch from this remote of your own DVC config (.dvc/config.local,"
+        " global or system), not the default the checked-out .dvc/config may set.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Prove that recorded hashes are what the inputs and outputs really are."""
     if level not in LEVELS:
         raise UsageError("verify", f"unknown --level '{level}'", "use hash, replay or segments")
-    from dlm_git.verify.replay import check_tolerance
+    if tolerance is not None:
+        from dlm_git.verify.replay import check_tolerance
 
-    check_tolerance(tolerance)
+        check_tolerance(tolerance)
+        if level != "replay":
+            raise UsageError("verify", "--tolerance goes with --level replay", "drop --tolerance")
     if sample < 1:
         # 0 would replay nothing yet report SEGMENTS_BITWISE: refused, not redefined
         raise UsageError(
@@ -73,7 +88,7 @@ def verify(
             raise UsageError("verify", "--worktree needs --doc PATH")
         if level != "hash":
             raise UsageError("verify", "--worktree supports --level hash only")
-        if fetch:
+        if fetch or remote is not None:
             raise UsageError(
                 "verify", "--fetch verifies a commit", "use `dvc pull` for the work tree"
             )
@@ -83,14 +98,21 @@ def verify(
     else:
         from dlm_git.gitio import resolve_commit, toplevel
         from dlm_git.verify.commit import verify_commit
+        from dlm_git.verify.fetch import fetch_from
 
         root = toplevel(Path.cwd())
+        source = fetch_from(root, fetch, remote, "verify")
         # resolved once: a branch that moves during a long replay changes nothing here
         sha = resolve_commit(commit, root)
         rev = sha or commit  # an unresolvable one is reported by verify_commit
         outs = ("adapter", "segments") if level == "segments" else ("adapter",)
         reports = verify_commit(
-            root, rev, doc, require_signature=require_signature, fetch=outs if fetch else ()
+            root,
+            rev,
+            doc,
+            require_signature=require_signature,
+            fetch=outs if source is not None else (),
+            source=source,
         )
         if level != "hash":
             from dlm_git.verify.replay import replay_reports
@@ -102,12 +124,15 @@ def verify(
             from dlm_git.verify.verdicts import remember
 
             remember(root, sha, reports)  # this machine's verdicts, for `dlm-git log`
-    finish(reports, report, as_json)
+    finish(reports, report, as_json, strict)
 
 
-def finish(reports: list[DocReport], report: Path | None, as_json: bool) -> None:
+def finish(
+    reports: list[DocReport], report: Path | None, as_json: bool, strict: bool = False
+) -> None:
+    passing = all(r.passes(strict) for r in reports)
     payload = {
-        "verdict": "VERIFIED" if all(r.ok for r in reports) else "FAILED",
+        "verdict": "VERIFIED" if passing else "FAILED",
         "documents": [r.to_json() for r in reports],
     }
     if report is not None:
@@ -119,15 +144,18 @@ def finish(reports: list[DocReport], report: Path | None, as_json: bool) -> None
         emit_json(payload)
     else:
         print_table(reports)
-    if not all(r.ok for r in reports):
+    if not passing:
         raise typer.Exit(1)
 
 
 def print_table(reports: list[DocReport]) -> None:
+    from dlm_git.verify.checks import MARKS
+
+    """One line per check, note and verdict; names and details are the commit's text,
+    so every line goes through `echo` (control characters escaped)."""
     for r in reports:
         for c in r.checks:
-            mark = "ok  " if c.ok else "FAIL"
-            typer.echo(f"{r.doc:<24} {c.name:<20} {mark} {c.detail}")
+            echo(f"{r.doc:<24} {c.name:<20} {MARKS[c.state]} {c.detail}")
         for note in r.notes:
-            typer.echo(f"{r.doc:<24} {'note':<20}      {note}")
-        typer.echo(f"{r.doc:<24} {'verdict':<20} {r.verdict}")
+            echo(f"{r.doc:<24} {'note':<20}      {note}")
+        echo(f"{r.doc:<24} {'verdict':<20} {r.verdict}")

@@ -1,7 +1,11 @@
 """Load a document with everything derived from it: parsed body, expanded sources, layout.
 
 `LoadedDocument.rows` is the ordered list of sections training sees: the document's own
-sections in file order, then source files in sorted relpath order.
+sections in file order, then source files in sorted relpath order. The document and its
+text sources are hashed and parsed in their canonical form (CRLF as LF), so an LF and a
+CRLF checkout load the same rows and record the same digests. `outside` says what happens
+to sources outside the repository (`doc.sources.Outside`: read by default; refused when
+the document was materialised from a commit to be trained again).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from pathlib import Path
 
 from dlm_git.doc.parser import Document, parse_document
 from dlm_git.doc.sections import Section
-from dlm_git.doc.sources import ExpandedSources, expand_sources
+from dlm_git.doc.sources import ExpandedSources, Outside, expand_sources
 from dlm_git.layout import DocLayout, find_document, repo_root_of
 
 
@@ -34,9 +38,9 @@ class LoadedDocument:
         ]
 
 
-def load_document(target: Path) -> LoadedDocument:
+def load_document(target: Path, outside: Outside = Outside.READ) -> LoadedDocument:
     path = find_document(Path(target))
     doc = parse_document(path)
     root = repo_root_of(path)
-    sources = expand_sources(doc, root)
+    sources = expand_sources(doc, root, outside)
     return LoadedDocument(doc=doc, sources=sources, layout=DocLayout(path), repo_root=root)

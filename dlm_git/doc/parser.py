@@ -3,6 +3,9 @@
 Invariants:
 - Input is strict UTF-8; a leading BOM is stripped; CRLF and lone CR become LF
   (`normalize_text`). Section ids are computed on that normalized text only.
+- `Document.sha256` is the digest of the canonical form (`hashing.canonical_text`: CRLF
+  as LF), of which the normalized text is a function: an LF and a CRLF checkout of a
+  document give the same digest, sections and ids.
 - Line 1 is exactly `---`; the next line that is exactly `---` closes the frontmatter.
 - Fence lines (`::instruction::`, `::preference::`, `::prose::`, each with an optional
   `#adapter` suffix) switch section type; inside a ``` or ~~~ code block they are text.
@@ -32,7 +35,7 @@ from dlm_git.doc.sections import (
     preference_section,
     prose_section,
 )
-from dlm_git.hashing import sha256_bytes
+from dlm_git.hashing import digest_text
 from dlm_git.safeparse import load_yaml
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
@@ -52,7 +55,9 @@ FENCE_HINT = (
 class Document:
     path: Path
     sha256: str
-    """sha256 of the file's raw bytes (what `dlm.lock` and the manifest call `dlm_sha256`)."""
+    """sha256 of the file's bytes with CRLF written as LF (`hashing.canonical_text`, what
+    git stores): what `dlm.lock` and the manifest call `dlm_sha256`. The parse is a
+    function of the same form, so equal digests mean equal documents on any checkout."""
     frontmatter: Frontmatter
     frontmatter_text: str
     sections: tuple[Section, ...]
@@ -152,7 +157,7 @@ def parse_bytes(raw: bytes, path: Path) -> Document:
     sections = parse_body(body, path)
     return Document(
         path=path,
-        sha256=sha256_bytes(raw),
+        sha256=digest_text(raw).sha256,
         frontmatter=frontmatter,
         frontmatter_text=fm_text,
         sections=tuple(sections),

@@ -3,6 +3,9 @@
 Invariant: only a safe YAML load of the frontmatter (libyaml's when available, nesting
 bounded first by `dlm_git.safeparse`; cached per document bytes); no schema validation
 (callers that need validated values use `doc.parser`). Anything unreadable gives an empty result.
+
+It also holds the one rule for where a `training.sources` path points
+(`leaves_repository`, `directive_root`), which `doc.sources` applies when it expands them.
 """
 
 from __future__ import annotations
@@ -51,6 +54,27 @@ def _peek(text: bytes) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def leaves_repository(doc_rel: str, path: str) -> bool:
+    """Whether a `training.sources` path names a place outside the repository: an
+    absolute path, one under `~` (a home directory), or one whose `..` climb past the
+    repository's root from the document's directory (`doc_rel`, repo-relative; `..` taken
+    as text). Such a place exists on one machine only: no commit holds a copy of it, and
+    an absolute path names it even when it points into this checkout."""
+    if path.startswith(("/", "~")):
+        return True
+    joined = posixpath.normpath(posixpath.join(doc_rel, path))
+    return joined == ".." or joined.startswith("../")
+
+
+def directive_root(path: str) -> str:
+    """What the relpaths of a directive's files start with: its path as written,
+    normalised (`./notes/` -> `notes`, `~/a/../b` -> `~/b`, `//data` -> `/data`). It never
+    depends on where the document or the repository sits, so a file outside the
+    repository is recorded alike on every checkout (`~` is not expanded in it)."""
+    root = posixpath.normpath(path)
+    return "/" + root.lstrip("/") if root.startswith("//") else root
+
+
 def _source_paths(doc_rel: str, text: bytes) -> tuple[list[str], list[str]]:
     """`training.sources[*].path`, joined to the document's directory: (inside the
     repository as repo-relative paths, outside it as written in the document)."""
@@ -59,11 +83,10 @@ def _source_paths(doc_rel: str, text: bytes) -> tuple[list[str], list[str]]:
     for spec in (training.get("sources") or []) if isinstance(training, dict) else []:
         path = spec.get("path") if isinstance(spec, dict) else None
         if isinstance(path, str):
-            joined = posixpath.normpath(posixpath.join(doc_rel, path))
-            if joined == ".." or joined.startswith("../") or posixpath.isabs(joined):
+            if leaves_repository(doc_rel, path):
                 outside.append(path)
             else:
-                inside.append(joined)
+                inside.append(posixpath.normpath(posixpath.join(doc_rel, path)))
     return inside, outside
 
 
@@ -73,6 +96,6 @@ def source_dirs(doc_rel: str, text: bytes) -> list[str]:
 
 
 def outside_sources(doc_rel: str, text: bytes) -> list[str]:
-    """`training.sources[*].path` values that leave the repository (`..` past its root, or
-    absolute): possible under `sources_policy: permissive`; git holds no copy of them."""
+    """`training.sources[*].path` values that leave the repository (`leaves_repository`):
+    possible under `sources_policy: permissive`; git holds no copy of them."""
     return _source_paths(doc_rel, text)[1]

@@ -8,7 +8,18 @@ Invariants:
   directive's root reject.
 - Every file that is looked at and not taken is recorded with the reason it was skipped.
 - Under `sources_policy: strict` (the default) a directive that resolves outside the
-  repository is refused.
+  repository is refused. Where a path points is one rule (`doc.peek.leaves_repository`):
+  absolute and `~` paths are outside (on one machine only), so are `..` past the root.
+- A file's relpath is its directive's path as written, normalised (`peek.directive_root`),
+  joined with the file's path under it: the same wherever the document sits, for a file
+  outside the repository too (`~` is expanded to read, never in the relpath).
+- Outside files are read only where this machine's files are the inputs (`Outside.READ`:
+  train, `verify --worktree`). Checking a commit (`Outside.SKIP`: verify, the hooks)
+  reads none and says which directives it did not read; training from a commit
+  (`Outside.REFUSE`: replay) refuses them. `compare_sources` is the one comparison of a
+  recorded file list with an expansion.
+- A text file is hashed and sized in its canonical form (`hashing.canonical_text`: CRLF
+  as LF), so an LF and a CRLF checkout record the same; its text is normalized from it.
 - Symbolic links are never followed, in train, the hooks and verify alike: a symlinked
   file or directory found while walking is skipped with the reason "symbolic link (not
   followed)", and a directive whose path goes through a symlink is refused. (A commit
@@ -26,8 +37,9 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,9 +47,10 @@ import pathspec
 
 from dlm_git.doc.errors import SourcesError
 from dlm_git.doc.parser import Document, decode_utf8, key_line, normalize_text
+from dlm_git.doc.peek import directive_root, leaves_repository
 from dlm_git.doc.schema import SourceSpec
 from dlm_git.doc.sections import Section, source_section, source_section_id
-from dlm_git.hashing import sha256_bytes, sha256_text
+from dlm_git.hashing import TextDigest, TextForm, digest_text, sha256_bytes, sha256_text
 from dlm_git.layout import DocLayout, repo_root_of
 
 IGNORE_FILE = ".dlmignore"
@@ -76,18 +89,29 @@ class SourceFile(NamedTuple):
     dataclass costs 3x to build."""
 
     relpath: str
-    """POSIX path relative to the document's directory (the row's identity)."""
+    """The directive's path as written, normalised, joined with the file's path under it
+    (the row's identity); for a directive inside the repository that is the POSIX path
+    relative to the document's directory."""
     abspath: str
     """Where the file was read (after resolving the directive's root)."""
     size: int
+    """Size of its canonical form (CRLF as LF; `hashing.canonical_text`): recorded."""
     sha256: str
-    """sha256 of the file's raw bytes."""
+    """sha256 of its canonical form: recorded."""
     text_sha256: str
     """sha256 of its normalized text: the file's sha256 unless normalizing changed it."""
+    raw_size: int
+    """Size of the bytes read (= `size` unless the file holds a CRLF)."""
+    raw_sha256: str
+    """sha256 of the bytes read (= `sha256` unless the file holds a CRLF)."""
 
     @property
     def path(self) -> Path:
         return Path(self.abspath)
+
+    @property
+    def digest(self) -> TextDigest:
+        return TextDigest(self.sha256, self.size, self.raw_sha256, self.raw_size)
 
     @property
     def section_id(self) -> str:
@@ -99,12 +123,12 @@ class SourceFile(NamedTuple):
         SourcesError if the file changed since."""
         try:
             with open(self.abspath, "rb") as fh:
-                data = fh.read(self.size + 1)
+                data = fh.read(self.raw_size + 1)
         except OSError as exc:
             raise SourcesError(
                 self.path, f"cannot read source file again: {exc.strerror}", hint=_RUN_AGAIN
             ) from None
-        if len(data) != self.size or sha256_bytes(data) != self.sha256:
+        if len(data) != self.raw_size or sha256_bytes(data) != self.raw_sha256:
             raise SourcesError(self.path, "source file changed while in use", hint=_RUN_AGAIN)
         return normalize_text(data.decode("utf-8"))
 
@@ -135,6 +159,28 @@ class DirectiveResult:
     path: str
     taken: int
     skipped: int
+    root: str = ""
+    """What its files' relpaths start with (`peek.directive_root`)."""
+    outside: bool = False
+    """It names a place outside the repository (`peek.leaves_repository`)."""
+    read: bool = True
+    """False: outside, and not read (`Outside.SKIP`); its files are not in `files`."""
+
+
+class Outside(Enum):
+    """What an expansion does with a directive outside the repository (permissive policy)."""
+
+    READ = "read"
+    """Read it: this machine's files are the inputs (train, `verify --worktree`)."""
+    SKIP = "skip"
+    """Read nothing there (checking a commit: verify, the hooks). No commit holds those
+    files, and what this machine has there is not what the commit was trained on."""
+    REFUSE = "refuse"
+    """Refuse the document (training from a commit: replay): it cannot be the commit's."""
+
+
+RecordedSource = tuple[str, str, int]
+"""One file as a manifest records it: relpath, sha256, size (in expansion order)."""
 
 
 @dataclass(frozen=True)
@@ -142,15 +188,122 @@ class ExpandedSources:
     files: tuple[SourceFile, ...]
     skipped: tuple[SkippedFile, ...]
     directives: tuple[DirectiveResult, ...]
+    doc_rel: str = "."
+    """The document's directory relative to the repository root (POSIX)."""
 
     def sections(self) -> tuple[Section, ...]:
         return tuple(f.section() for f in self.files)
 
+    def recorded(self) -> list[RecordedSource]:
+        """What a manifest records of these files (canonical sha256 and size)."""
+        return [(f.relpath, f.sha256, f.size) for f in self.files]
 
-def expand_sources(doc: Document, repo_root: Path | None = None) -> ExpandedSources:
+    @property
+    def unread(self) -> tuple[DirectiveResult, ...]:
+        """Directives outside the repository that were not read (`Outside.SKIP`)."""
+        return tuple(d for d in self.directives if not d.read)
+
+
+@dataclass(frozen=True)
+class SourcesComparison:
+    """A recorded file list against a re-expansion (`compare_sources`). Recorded files
+    outside the repository, where directives were not read, are not compared."""
+
+    changed: tuple[str, ...]
+    new: tuple[str, ...]
+    """Expanded, not recorded."""
+    gone: tuple[str, ...]
+    """Recorded (and not taken as an unread directive's), not expanded."""
+    reordered: bool
+    """Same files, another order (or a file recorded twice)."""
+    legacy: int
+    """Files whose record holds the raw bytes' digest (records from before the line-end
+    rule, `hashing.TextForm.RAW`)."""
+    unread: tuple[str, ...]
+    """The unread directives' paths, as written."""
+    unread_files: int
+    """Recorded files taken as theirs: not compared."""
+    section_ids: tuple[str | None, ...]
+    """The ids the record's `section_ids` must be: None where a file was not read."""
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.changed or self.new or self.gone or self.reordered)
+
+    def describe(self) -> str:
+        parts = [
+            f"{what}: {', '.join(names[:5])}"
+            for what, names in (("changed", self.changed), ("new", self.new), ("gone", self.gone))
+            if names
+        ]
+        if self.reordered:
+            parts.append("the same files in another order, or one listed twice")
+        return "; ".join(parts)
+
+    def sections_match(self, recorded: Sequence[str]) -> bool:
+        return len(recorded) == len(self.section_ids) and all(
+            want is None or want == got
+            for want, got in zip(self.section_ids, recorded, strict=True)
+        )
+
+
+def compare_sources(
+    doc: Document, expanded: ExpandedSources, recorded: Sequence[RecordedSource]
+) -> SourcesComparison:
+    """Compare what a manifest records (`recorded`) with `expanded`, the same document's
+    sources expanded again: the hooks and verify judge a record by this one rule. A file
+    matches in its canonical form, or in its raw form for older records.
+
+    When directives were not read (`Outside.SKIP`), a recorded file that is not one of the
+    expanded files and whose relpath leaves the repository (`peek.leaves_repository`:
+    absolute, `~`, `..` past the root; also the relpaths older records computed from the
+    document's directory) is taken as one of theirs: it is not compared, and its section
+    id is not known. Every other recorded file must be an expanded one, in order."""
+    actual = {f.relpath: f for f in expanded.files}
+    unread = expanded.unread
+    outside = [
+        bool(unread) and rel not in actual and leaves_repository(expanded.doc_rel, rel)
+        for rel, _, _ in recorded
+    ]
+    inside = [entry for entry, out in zip(recorded, outside, strict=True) if not out]
+    named = {rel for rel, _, _ in inside}
+    changed: list[str] = []
+    legacy = 0
+    for rel, sha256, size in inside:
+        form = actual[rel].digest.form_of(sha256, size) if rel in actual else None
+        if rel in actual and form is None:
+            changed.append(rel)
+        legacy += form is TextForm.RAW
+    new = [f.relpath for f in expanded.files if f.relpath not in named]
+    gone = [rel for rel, _, _ in inside if rel not in actual]
+    order = [rel for rel, _, _ in inside] != [f.relpath for f in expanded.files]
+    ids: list[str | None] = [s.section_id for s in doc.sections]
+    if unread:  # where the record puts them; "" (no id) for a file that is not there
+        ids += [
+            None if out else actual[rel].section_id if rel in actual else ""
+            for (rel, _, _), out in zip(recorded, outside, strict=True)
+        ]
+    else:
+        ids += [f.section_id for f in expanded.files]
+    return SourcesComparison(
+        changed=tuple(changed),
+        new=tuple(new),
+        gone=tuple(gone),
+        reordered=order and not (new or gone),
+        legacy=legacy,
+        unread=tuple(d.path for d in unread),
+        unread_files=len(recorded) - len(inside),
+        section_ids=tuple(ids),
+    )
+
+
+def expand_sources(
+    doc: Document, repo_root: Path | None = None, outside: Outside = Outside.READ
+) -> ExpandedSources:
     training = doc.frontmatter.training
     root = (repo_root or repo_root_of(doc.path)).resolve()
     doc_dir = doc.path.parent.resolve()
+    doc_rel = Path(os.path.relpath(doc_dir, root)).as_posix()
     outputs = {os.path.realpath(p) for p in DocLayout(doc_dir / doc.path.name).outputs()}
     outputs.add(os.path.realpath(doc.path))
     files: list[SourceFile] = []
@@ -158,6 +311,14 @@ def expand_sources(doc: Document, repo_root: Path | None = None) -> ExpandedSour
     directives: list[DirectiveResult] = []
     seen: dict[str, int] = {}
     for index, spec in enumerate(training.sources):
+        out = leaves_repository(doc_rel, spec.path)
+        if out:
+            _check_outside(doc, index, spec, training.sources_policy == "strict", outside)
+            if outside is Outside.SKIP:
+                directives.append(
+                    DirectiveResult(index, spec.path, 0, 0, directive_root(spec.path), True, False)
+                )
+                continue
         taken, skips = _expand_one(
             doc, index, spec, doc_dir, root, training.sources_policy == "strict", outputs
         )
@@ -174,8 +335,62 @@ def expand_sources(doc: Document, repo_root: Path | None = None) -> ExpandedSour
             seen.update((f.relpath, index) for f in kept)
         files.extend(kept)
         skipped.extend(skips)
-        directives.append(DirectiveResult(index, spec.path, len(kept), len(skips)))
-    return ExpandedSources(tuple(files), tuple(skipped), tuple(directives))
+        directives.append(
+            DirectiveResult(index, spec.path, len(kept), len(skips), directive_root(spec.path), out)
+        )
+    return ExpandedSources(tuple(files), tuple(skipped), tuple(directives), doc_rel)
+
+
+def _check_outside(
+    doc: Document, index: int, spec: SourceSpec, strict: bool, outside: Outside
+) -> None:
+    """Refuse a directive outside the repository under the strict policy, or when the
+    document is trained from a commit (`Outside.REFUSE`)."""
+    where = f"training.sources[{index}].path '{spec.path}'"
+    kind = (
+        "a home directory (`~`)"
+        if spec.path.startswith("~")
+        else "an absolute path"
+        if spec.path.startswith("/")
+        else "`..` past the repository's root"
+    )
+    if strict:
+        raise SourcesError(
+            doc.path,
+            f"{where} resolves outside the repository ({kind})",
+            line=_path_line(doc, index),
+            hint="keep sources inside the repository, named relative to the document's"
+            " directory, or set training.sources_policy: permissive",
+        )
+    if outside is Outside.REFUSE:
+        raise SourcesError(
+            doc.path,
+            f"{where} is outside the repository ({kind}): no commit holds those files,"
+            " so this document cannot be trained from a commit",
+            line=_path_line(doc, index),
+            hint="keep sources inside the repository to have them replayed and verified",
+        )
+
+
+def _path_line(doc: Document, index: int) -> int | None:
+    """The line of `training.sources[index].path` (for an error: it parses the YAML again)."""
+    return key_line(doc.frontmatter_text, ("training", "sources", index, "path"))
+
+
+def _directive_target(doc: Document, index: int, path: str) -> str:
+    """The directive's path to read: `~` and `~user` expanded (to a home directory)."""
+    if not path.startswith("~"):
+        return path
+    expanded = os.path.expanduser(path)
+    if expanded.startswith("~"):
+        raise SourcesError(
+            doc.path,
+            f"training.sources[{index}].path '{path}': '{path.split('/')[0]}' is not a home"
+            " directory here",
+            line=_path_line(doc, index),
+            hint="`~` means a home directory; name a directory called ~... as ./~...",
+        )
+    return expanded
 
 
 def _through_link(path: str, root: str) -> bool:
@@ -232,10 +447,10 @@ def _expand_one(
     outputs: set[str],
 ) -> tuple[list[SourceFile], list[SkippedFile]]:
     def line() -> int | None:  # only for an error: finding it parses the YAML again
-        return key_line(doc.frontmatter_text, ("training", "sources", index, "path"))
+        return _path_line(doc, index)
 
-    base = os.path.normpath(os.path.join(doc_dir, spec.path))
-    base_rel = Path(os.path.relpath(base, doc_dir)).as_posix()
+    base = os.path.normpath(os.path.join(doc_dir, _directive_target(doc, index, spec.path)))
+    base_rel = directive_root(spec.path)
     resolved = os.path.realpath(base)
     root = str(repo_root)
     if _through_link(base, root):
@@ -271,7 +486,7 @@ def _expand_one(
             ignore = _Matcher(text.split("\n"))
     rules = _Rules(_Matcher(spec.include), _Matcher(spec.exclude), ignore, outputs)
     skipped: list[SkippedFile] = []
-    prefix = "" if base_rel == "." else base_rel + "/"
+    prefix = "" if base_rel == "." else base_rel.rstrip("/") + "/"
 
     if os.path.isdir(resolved):
         candidates.extend(_walk(resolved, "", rules, prefix, skipped))
@@ -298,14 +513,21 @@ def _expand_one(
 
 
 def _read_source(relpath: str, full: str, limit: int) -> SourceFile | str:
-    """The file as a source, or why it is skipped (unreadable, too big, binary, not UTF-8)."""
+    """The file as a source, or why it is skipped (unreadable, too big, binary, not UTF-8).
+    The size limit and the binary sniff apply to the canonical form (CRLF as LF), so an
+    LF and a CRLF checkout take and skip the same files."""
     try:
         data = _read_at_most(full, limit + 1)
+        if len(data) > limit and b"\r\n" in data:  # its canonical form may still fit
+            data = _read_at_most(full, 2 * limit + 1)
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
-    if len(data) > limit:
+    crlf = data.count(b"\r\n") if b"\r" in data else 0
+    if len(data) - crlf > limit:
         return f"over max_bytes_per_file ({os.path.getsize(full)} > {limit} bytes)"
-    if data.find(b"\x00", 0, BINARY_SNIFF_BYTES) != -1:
+    nul = data.find(b"\x00", 0, 2 * BINARY_SNIFF_BYTES)
+    # its offset in the canonical form: less one byte per CRLF before it
+    if nul != -1 and nul - (crlf and data.count(b"\r\n", 0, nul)) < BINARY_SNIFF_BYTES:
         return "binary (NUL byte in the first KiB)"
     # ASCII is valid UTF-8 and needs no normalizing beyond line ends; checking it is 10x
     # cheaper than decoding
@@ -315,10 +537,12 @@ def _read_source(relpath: str, full: str, limit: int) -> SourceFile | str:
             data.decode("utf-8")
         except UnicodeDecodeError:
             return "invalid UTF-8"
-    digest = text_digest = sha256_bytes(data)
-    if b"\r" in data or (not ascii_only and data.startswith(UTF8_BOM)):
+    if crlf or b"\r" in data or (not ascii_only and data.startswith(UTF8_BOM)):
+        d = digest_text(data)
         text_digest = sha256_text(normalize_text(data.decode("utf-8")))
-    return SourceFile(relpath, full, len(data), digest, text_digest)
+        return SourceFile(relpath, full, d.size, d.sha256, text_digest, d.raw_size, d.raw_sha256)
+    digest = sha256_bytes(data)
+    return SourceFile(relpath, full, len(data), digest, digest, len(data), digest)
 
 
 def _read_at_most(path: str, limit: int) -> bytes:

@@ -24,7 +24,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dlm_git import revdoc
 from dlm_git.history.records import json_object, recorded_adapter_sha
@@ -32,6 +32,9 @@ from dlm_git.history.sides import Side
 from dlm_git.history.tensors import AdapterDelta, compare, read_tensors
 from dlm_git.layout import LOCK_NAME, LOSS_NAME, MANIFEST_NAME, METRICS_NAME
 from dlm_git.lock.policy import Finding, classify
+
+if TYPE_CHECKING:
+    from dlm_git.verify.fetch import FetchFrom
 
 Status = Literal["added", "removed", "changed", "unchanged"]
 
@@ -112,7 +115,7 @@ class DocDiff:
     training: TrainingDiff
 
 
-def diff_sides(a: Side, b: Side, only: str | None, fetch: bool) -> list[DocDiff]:
+def diff_sides(a: Side, b: Side, only: str | None, fetch: FetchFrom | None) -> list[DocDiff]:
     """Every document of either side (or just `only`), in name order."""
     in_a, in_b = set(a.documents()), set(b.documents())
     names = sorted(in_a | in_b) if only is None else [only]
@@ -124,7 +127,7 @@ def diff_sides(a: Side, b: Side, only: str | None, fetch: bool) -> list[DocDiff]
 
 
 def diff_document(
-    a: Side, b: Side, doc: str, present: tuple[bool, bool], work: Path, fetch: bool
+    a: Side, b: Side, doc: str, present: tuple[bool, bool], work: Path, fetch: FetchFrom | None
 ) -> DocDiff:
     prefix = revdoc.prefix_of(doc)
     names = [f"{prefix}{n}" for n in (LOCK_NAME, MANIFEST_NAME, METRICS_NAME, LOSS_NAME)]
@@ -255,7 +258,7 @@ def diff_adapters(
     doc: str,
     manifests: tuple[dict[str, Any] | None, dict[str, Any] | None],
     work: Path,
-    fetch: bool,
+    fetch: FetchFrom | None,
 ) -> AdapterDiff:
     out = AdapterDiff(recorded_adapter_sha(manifests[0]), recorded_adapter_sha(manifests[1]))
     if out.from_sha256 is not None and out.from_sha256 == out.to_sha256:

@@ -17,17 +17,23 @@ Invariants:
   itself would only count it as a miss, but a file that fails its checksum is a disk or
   a bug worth knowing about). Files of another format version are not ours to judge.
 - Only names built from checked md5s (or listed from the cache's own directories) are
-  opened, with `O_NOFOLLOW`; a symbolic link where an object should be is corrupted,
-  never followed.
+  opened, without blocking and with `O_NOFOLLOW` (`dlm_git.fsutil.open_regular`); a
+  symbolic link, FIFO or device where an object should be is corrupted, never followed
+  and never waited on.
 - An unchanged file is not re-read: `dlm_git.history.statrecord` vouches for what a
   previous run verified while its size, mtime, ctime and inode are unchanged (`--full`
   ignores it). `.dir` objects are always read (their listing is needed).
-- `--repair` renames each corrupted file into `.dlm-git/quarantine/<UTC time>/` under
-  its path relative to its cache (never deletes), re-fetches the quarantined DVC
-  objects, exactly those md5s, from the work tree's default DVC remote
-  (`dlm_git.verify.fetch.pull_objects`), and checks everything again: what is reported
-  is the state after the repair. A token-cache file needs no re-fetch (a missing entry
-  is a miss, rewritten by the next run).
+- `--repair` renames each corrupted file into `quarantine/<UTC time>/` in the work
+  tree's state directory inside the git directory (`dlm_git.statedir`: no commit can
+  link it elsewhere) under its path relative to its cache (never deletes), re-fetches
+  the quarantined DVC objects, exactly those md5s, from the work tree's default DVC
+  remote (`dlm_git.verify.fetch.pull_objects`), and checks everything again: what is
+  reported is the state after the repair. A token-cache file needs no re-fetch (a
+  missing entry is a miss, rewritten by the next run).
+- `--repair` changes a DVC cache only where the auditor chose it (`check_repairable`):
+  inside the repository, or named by their own `.dvc/config.local`. One outside the
+  repository that the committed `.dvc/config` names (or a `.dvc/cache` link reaches) is
+  refused, before anything is read or written, unless `--allow-outside-cache` confirms it.
 - Exit status (`FsckReport.ok`): 1 while any corrupted object or token-cache file
   remains; missing and orphaned objects never fail.
 """
@@ -49,11 +55,20 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git.cache.store import ENTRIES_DIR, PACKS_DIR, SUFFIX, TMP_SUFFIX, default_cache_dir
-from dlm_git.dvcfiles import MD5_RE, DvcRecordError, cache_dir, parse_dir_listing
-from dlm_git.errors import missing_stack_module
-from dlm_git.fsutil import atomic_write_bytes, fsync_dir
+from dlm_git.dvcfiles import (
+    CONFIG_FILES,
+    MD5_RE,
+    DvcRecordError,
+    cache_dir,
+    cache_location,
+    parse_dir_listing,
+)
+from dlm_git.errors import DlmGitError, missing_stack_module
+from dlm_git.fsutil import NotRegularFile, atomic_write_bytes, fsync_dir, open_regular
 from dlm_git.history.references import References, Referrer, collect
 from dlm_git.history.statrecord import Stamp, StatRecord, record_path, stamp_of
+from dlm_git.output import printable
+from dlm_git.statedir import make_state_dir
 
 FORMAT = "dlm-git/fsck/v1"
 QUARANTINE_DIR = "quarantine"
@@ -61,9 +76,10 @@ PACK_SUFFIX = ".pack"
 REPAIR_ROUNDS = 3
 """A `.dir` listing re-fetched in one round names files the next round checks first."""
 MISSING_DETAIL = "referenced, not in the DVC cache (`dvc fetch` brings it)"
+LOCAL_CONFIG = CONFIG_FILES[0]
+"""`.dvc/config.local`: the auditor's own DVC configuration, never committed."""
 LIST_LIMIT = 20
 """Missing and orphaned objects shown per kind in the human output (`--json` has all)."""
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 class State(StrEnum):
@@ -222,24 +238,24 @@ class _Unreadable(Exception):
 
 def _read(path: Path, want: str) -> tuple[Stamp | None, str | bytes, int]:
     """(stamp, md5 hex or the bytes, when it was stat'ed) of a regular file, opened
-    without following a symbolic link; `want` "md5" streams it, "bytes" returns it. The
-    stamp is None when the file changed while it was read (checked, never recorded)."""
+    without blocking and without following a symbolic link (`fsutil.open_regular`);
+    `want` "md5" streams it, "bytes" returns it. The stamp is None when the file changed
+    while it was read (checked, never recorded)."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fh = open_regular(path, follow_symlinks=False)
+    except NotRegularFile as exc:
+        raise _Unreadable(exc.message) from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _Unreadable("is a symbolic link, not a regular file") from None
         raise _Unreadable(f"cannot be read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
+    with fh:
+        fd = fh.fileno()
         seen = time.time_ns()
         before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode):
-            raise _Unreadable("is not a regular file")
         try:
             if want == "md5":
                 result: str | bytes = hashlib.file_digest(fh, "md5").hexdigest()
             else:
-                result = fh.read()
+                result = fh.read() or b""
         except OSError as exc:
             raise _Unreadable(f"cannot be read ({exc.strerror})") from None
         after = stamp_of(os.fstat(fd))
@@ -526,9 +542,15 @@ def _check(root: Path, full: bool) -> _Result:
     return _Result(refs.commits, dvc, tokens, run.findings, run.notes, run.hashed, run.unchanged)
 
 
-def run_fsck(root: Path, *, repair: bool = False, full: bool = False) -> FsckReport:
+def run_fsck(
+    root: Path, *, repair: bool = False, full: bool = False, allow_outside_cache: bool = False
+) -> FsckReport:
     """Check the DVC cache against the history and the token cache against its checksums;
-    with `repair`, quarantine what is corrupted, re-fetch it, and check again."""
+    with `repair`, quarantine what is corrupted, re-fetch it, and check again (refused
+    before anything is read or written when the DVC cache is not the auditor's to change:
+    `check_repairable`)."""
+    if repair:
+        check_repairable(root, allow_outside_cache)
     result = _check(root, full)
     hashed, unchanged = result.hashed, result.unchanged
     notes = list(result.notes)
@@ -603,13 +625,37 @@ def _report(
 # --------------------------------------------------------------------------- repair
 
 
+class OutsideCache(DlmGitError):
+    """`--repair` would move files in a DVC cache outside the repository that only the
+    checked-out (committed) configuration chose."""
+
+
+def check_repairable(root: Path, confirmed: bool) -> None:
+    """`--repair` moves files (and DVC fetches into) the DVC cache only where the auditor
+    chose it: inside the repository, named by their own `.dvc/config.local`, or
+    `confirmed` (`--allow-outside-cache`). A cache outside the repository that the
+    committed `.dvc/config` names, or that DVC's default `.dvc/cache` reaches through a
+    symbolic link (which a commit can carry too), is `OutsideCache`."""
+    where = cache_location(root)
+    if confirmed or where.named_by == LOCAL_CONFIG or _inside(where.path, root):
+        return
+    how = f"named by the committed {where.named_by}" if where.named_by else "through a link"
+    raise OutsideCache(
+        str(where.path),
+        f"DVC cache outside the repository ({how}): --repair moves no file there unconfirmed",
+        "if it is yours, pass --allow-outside-cache, or name it in your own config:"
+        f" dvc cache dir --local {where.path}",
+    )
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether `path`, links resolved, is inside the repository `root`."""
+    return path.resolve().is_relative_to(Path(root).resolve())
+
+
 def _quarantine_dir(root: Path) -> Path:
-    """A new directory `.dlm-git/quarantine/<UTC time>[-n]` (the parent ignored by git)."""
-    parent = root / ".dlm-git" / QUARANTINE_DIR
-    parent.mkdir(parents=True, exist_ok=True)
-    ignore = parent / ".gitignore"
-    if not ignore.exists():
-        atomic_write_bytes(ignore, b"# dlm-git fsck: objects moved aside, never committed\n*\n")
+    """A new directory `quarantine/<UTC time>[-n]` in the work tree's state directory."""
+    parent = make_state_dir(root, QUARANTINE_DIR)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for n in range(1000):
         candidate = parent / (stamp if n == 0 else f"{stamp}-{n}")
@@ -700,8 +746,8 @@ def _outcome(
 
 
 def _safe(text: str, limit: int = 200) -> str:
-    """A value from a commit, fit for a terminal line: no control characters."""
-    clean = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """A value from a commit, fit for a terminal line (`printable`), cut to `limit`."""
+    clean = printable(text)
     return clean if len(clean) <= limit else clean[: limit - 1] + "…"
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from dlm_git import gitio, revdoc
 from dlm_git.docset import PARAMS_NAME, RECORD_NAMES, Params, Tree, documents, read_params
 from dlm_git.dvcfiles import DVC_LOCK, DvcOut, DvcRecordError, parse_dvc_lock, record_outs
+from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
 from dlm_git.safeparse import TooDeep
 
 DOC_OUTS = ("adapter", "segments")
@@ -249,12 +250,9 @@ def _out_path(record: str, out: str) -> str:
 
 def _worktree(root: Path, refs: References, order: int) -> None:
     """The work tree's root dvc.lock: outs reproduced and not committed yet."""
-    path = root / DVC_LOCK
-    if path.is_symlink() or not path.is_file():
-        return
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = read_regular(root / DVC_LOCK, MAX_RECORD_BYTES, follow_symlinks=False)
+    except (OSError, NotRegularFile):
         return
     outs, problems = _parse(DVC_LOCK, data)
     refs.notes += [f"work tree {DVC_LOCK}: {what}" for what in problems]
@@ -271,12 +269,11 @@ def _run_cache(root: Path, cache: Path, refs: References, order: int) -> None:
     if not runs.is_dir() or runs.is_symlink():
         return
     for path in sorted(runs.glob("*/*/*")):
-        if path.is_symlink() or not path.is_file():
-            continue
         try:
-            outs, _ = _parse(path.name, path.read_bytes())
-        except OSError:
+            data = read_regular(path, MAX_RECORD_BYTES, follow_symlinks=False)
+        except (OSError, NotRegularFile):
             continue
+        outs, _ = _parse(path.name, data)
         try:
             record = path.relative_to(root).as_posix()
         except ValueError:

@@ -3,7 +3,7 @@
 Invariants:
 - A commit is read through git objects only (`gitio`, `revdoc`), never checked out: its
   document is materialized into a caller's temp directory, its adapter copied out of the
-  DVC cache into one (fetched from the work tree's default DVC remote only when asked).
+  DVC cache into one (fetched from a DVC remote only when asked: `dlm_git.verify.fetch`).
 - The work tree is read as it is: files on disk (tracked, or untracked and not ignored),
   the adapter directory beside the document if there is one, else the one its dvc.lock
   names in the cache. Nothing on either side is written to.
@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING
 from dlm_git import gitio, revdoc
 from dlm_git.docset import PARAMS_NAME, Tree, documents, read_params
 from dlm_git.errors import DlmGitError, UsageError
+from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
 from dlm_git.layout import ADAPTER_DIR
 from dlm_git.manifest.records import ADAPTER_WEIGHTS
 from dlm_git.safeparse import TooDeep
 
 if TYPE_CHECKING:
     from dlm_git.doc.load import LoadedDocument
+    from dlm_git.verify.fetch import FetchFrom
 
 WORKTREE_LABEL = "work tree"
 
@@ -66,6 +68,7 @@ class Side:
     def load(self, doc_rel: str, tmp: Path) -> LoadedDocument | str:
         """The document with its expanded sources, or why it cannot be loaded."""
         from dlm_git.doc.load import load_document
+        from dlm_git.doc.sources import Outside
 
         try:
             if self.commit is None:
@@ -73,7 +76,8 @@ class Side:
             dlm = revdoc.materialize(self.root, doc_rel, self.commit, tmp)
             if dlm is None:
                 return "no single .dlm in the document directory"
-            return load_document(dlm)
+            # a commit holds no file outside the repository: this machine's are not its
+            return load_document(dlm, Outside.SKIP)
         except DlmGitError as exc:
             return self._named(exc.one_line(), tmp)
         except OSError as exc:
@@ -83,8 +87,9 @@ class Side:
         """A message about a materialized file, naming it `<rev>:<path>` (no temp dir)."""
         return text.replace(f"{tmp}{os.sep}", f"{self.label}:") if self.commit else text
 
-    def adapter_weights(self, doc_rel: str, tmp: Path, fetch: bool) -> Path | str:
-        """The adapter weights file of this side, or why it is not available here."""
+    def adapter_weights(self, doc_rel: str, tmp: Path, fetch: FetchFrom | None) -> Path | str:
+        """The adapter weights file of this side, or why it is not available here
+        (`fetch`: fetched from there first where the DVC cache lacks it)."""
         from dlm_git.dvcfiles import DvcRecordError
         from dlm_git.verify.commit import copy_out
 
@@ -95,10 +100,10 @@ class Side:
                 return here
         dvc_lock = self.read("dvc.lock")
         notes: list[str] = []
-        if fetch and self.commit is not None:
+        if fetch is not None and self.commit is not None:
             from dlm_git.verify.fetch import fetch_outs
 
-            notes = fetch_outs(self.root, dvc_lock, doc_rel, [ADAPTER_DIR])
+            notes = fetch_outs(self.root, dvc_lock, doc_rel, [ADAPTER_DIR], fetch)
         try:
             missing = copy_out(self.root, dvc_lock, doc_rel, ADAPTER_DIR, tmp)
         except DvcRecordError as exc:
@@ -122,7 +127,8 @@ def resolve_side(root: Path, rev: str | None) -> Side:
 
 
 def _read_file(path: Path) -> bytes | None:
+    """The work tree's file (None: absent, or not a regular file: never waited on)."""
     try:
-        return path.read_bytes() if path.is_file() else None
-    except OSError:
+        return read_regular(path, MAX_RECORD_BYTES)
+    except (OSError, NotRegularFile):
         return None

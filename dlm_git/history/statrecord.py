@@ -12,10 +12,10 @@ Invariants:
   stat changing, so it is re-hashed next time (as git re-checks racily clean entries).
 - Only what this run verified as good is kept (entries of files gone, changed or found
   bad are dropped), so the record never outgrows the caches it describes.
-- Machine-local JSON in `<repo>/.dlm-git/fsck-record.json` (never committed: the
-  directory gets a `.gitignore` of `*` if it has none), written atomically and only when
-  it changed; a damaged record, or a damaged entry, is
-  ignored (everything it would have vouched for is re-hashed) and rewritten.
+- Machine-local JSON, `fsck-record.json` in the work tree's state directory inside the
+  git directory (`dlm_git.statedir`: no commit can reach or link it), written atomically
+  and only when it changed; a damaged record, or a damaged entry, is ignored (everything
+  it would have vouched for is re-hashed) and rewritten.
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ import os
 import time
 from pathlib import Path
 
-from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.fsutil import NotRegularFile, atomic_write_bytes, read_regular
+from dlm_git.statedir import state_path
 
 RECORD_NAME = "fsck-record.json"
 FORMAT = "dlm-git/fsck-record/v1"
 RACY_NS = 1_000_000_000
-IGNORE_ALL = b"# dlm-git: machine-local state, never committed\n*\n"
+MAX_RECORD_BYTES = 1 << 30
 
 Stamp = tuple[int, int, int, int]
 """(size, mtime_ns, ctime_ns, inode)."""
@@ -41,7 +42,7 @@ def stamp_of(st: os.stat_result) -> Stamp:
 
 
 def record_path(repo_root: Path) -> Path:
-    return repo_root / ".dlm-git" / RECORD_NAME
+    return state_path(repo_root, RECORD_NAME)
 
 
 class StatRecord:
@@ -59,7 +60,10 @@ class StatRecord:
 
     def _load(self) -> dict[str, tuple[Stamp, str]]:
         try:
-            data = self.path.read_bytes()
+            data = read_regular(self.path, MAX_RECORD_BYTES, follow_symlinks=False)
+        except NotRegularFile:  # a FIFO or a link in its place: replaced by the next save
+            self.damaged = True
+            return {}
         except OSError:
             return {}
         try:
@@ -118,9 +122,6 @@ class StatRecord:
         entries = {k: [*stamp, digest] for k, (stamp, digest) in sorted(self.new.items())}
         data = json.dumps({"format": FORMAT, "entries": entries}, separators=(",", ":"))
         try:
-            ignore = self.path.parent / ".gitignore"
-            if not ignore.exists():  # machine-local, even where .dlm-git/ is not ignored
-                atomic_write_bytes(ignore, IGNORE_ALL, sync_dir=False)
             atomic_write_bytes(self.path, data.encode("utf-8"), sync_dir=False)
         except OSError as exc:
             return f"{self.path}: not written ({exc.strerror or type(exc).__name__})"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlm_git.fsutil import NotRegularFile, open_regular
 from dlm_git.safetensors_header import SafetensorsFormatError, open_header
 
 NUMPY_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
@@ -55,10 +56,10 @@ def read_tensors(path: Path) -> dict[str, Any] | str:
     import numpy as np
 
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             _, _, _, _, specs = open_header(fh, str(path))
-            data = fh.read()
-    except SafetensorsFormatError as exc:
+            data = fh.read() or b""
+    except (SafetensorsFormatError, NotRegularFile) as exc:
         return exc.one_line()
     except OSError as exc:
         return f"{path}: {exc.strerror or exc}"

@@ -1,4 +1,8 @@
-"""Hook findings: one line each, `dlm-git: ERROR <doc>: <what> (<how to fix>)`."""
+"""Hook findings: one line each, `dlm-git: ERROR <doc>: <what> (<how to fix>)`.
+
+Invariant: a hook writes to stderr only through `dlm_git.output.error_line`, so a
+document name, file name or value from the commit reaches the terminal escaped
+(`printable`), one finding per line."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Literal
 
 from dlm_git import gitio
 from dlm_git.lock.policy import strict_severity
+from dlm_git.output import error_line
 
 Level = Literal["ERROR", "WARN"]
 
@@ -39,6 +44,14 @@ def summary(findings: list[HookFinding], docs: int, action: str = "commit") -> s
     warns = sum(1 for f in findings if f.level == "WARN")
     verdict = f"{action} refused" if errors else "ok"
     return f"dlm-git: {errors} error(s), {warns} warning(s) in {docs} document(s): {verdict}"
+
+
+def emit(findings: list[HookFinding], docs: int, action: str = "commit") -> None:
+    """Every finding, then the summary line (when there is a finding), to stderr."""
+    for f in findings:
+        error_line(f.line())
+    if findings:
+        error_line(summary(findings, docs, action))
 
 
 def require_signature(root: Path) -> bool:

@@ -1,34 +1,56 @@
 """A stat-keyed cache of file hashes, so hooks don't re-hash unchanged adapter bytes.
 
 Key: absolute path; valid while (size, mtime_ns, ctime_ns, inode) are unchanged, the same
-test git uses for its index. Stored in `.dlm-git/hash-cache.json` (machine-local, never
-committed); a damaged cache file is ignored and rewritten.
+test git uses for its index. Stored as `hash-cache.json` in the work tree's state
+directory inside the git directory (`dlm_git.statedir`: machine-local, out of every
+commit's reach), found on first use so a hook that hashes nothing spends no process on
+it; a damaged cache file is ignored and rewritten. Files are read through
+`dlm_git.fsutil` (a FIFO or device is one line naming it, never a hang).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from pathlib import Path
 
-from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.fsutil import (
+    MAX_RECORD_BYTES,
+    NotRegularFile,
+    atomic_write_bytes,
+    digest_regular,
+    read_regular,
+)
+from dlm_git.statedir import state_path
 
 CACHE_NAME = "hash-cache.json"
 
 
 class HashCache:
     def __init__(self, repo_root: Path) -> None:
-        self.path = repo_root / ".dlm-git" / CACHE_NAME
-        self.entries: dict[str, list[object]] = {}
+        self.root = repo_root
+        self._path: Path | None = None
+        self._entries: dict[str, list[object]] | None = None
         self.dirty = False
-        try:
-            data = json.loads(self.path.read_text("utf-8"))
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = state_path(self.root, CACHE_NAME)
+        return self._path
+
+    @property
+    def entries(self) -> dict[str, list[object]]:
+        if self._entries is None:
+            self._entries = {}
+            try:
+                data = json.loads(read_regular(self.path, MAX_RECORD_BYTES, follow_symlinks=False))
+            except (OSError, ValueError, RecursionError, NotRegularFile):
+                data = None
             if isinstance(data, dict):
-                self.entries = data
-        except (OSError, ValueError, RecursionError):
-            pass
+                self._entries = data
+        return self._entries
 
     def sha256(self, path: Path) -> str:
         st = os.stat(path)
@@ -42,13 +64,13 @@ class HashCache:
             and isinstance(entry[4], str)
         ):
             return entry[4]
-        with open(path, "rb") as fh:
-            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        digest = digest_regular(path, "sha256")
         self.entries[key] = [*stamp, digest]
         self.dirty = True
         return digest
 
     def save(self) -> None:
         if self.dirty:
+            data = json.dumps(self.entries, sort_keys=True).encode()
             with contextlib.suppress(OSError):
-                atomic_write_bytes(self.path, json.dumps(self.entries, sort_keys=True).encode())
+                atomic_write_bytes(self.path, data)

@@ -22,6 +22,10 @@ through git's plumbing, which honours it):
                    `strong` by this dlm-git's profile table), else WARN naming the cause
 5. base            staged lock.base_model / manifest base.spec vs the staged .dlm's
                    frontmatter `base_model`: ERROR
+6. signature       a staged dlm.sig judged as `verify` will judge the commit
+                   (`dlm_git.sign.judge`): not signing the staged records, malformed, or
+                   failing a trusted key: ERROR, requireSignature or not; missing or by an
+                   untrusted key: ERROR only with `dlm-git.requireSignature`
 The pre-merge-commit hook runs the same checks on a merge's result (`run(action="merge")`).
 Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict true`) makes WARN an ERROR.
 Never imports torch, transformers, peft or dvc.
@@ -52,19 +56,20 @@ from dlm_git.docset import (
 )
 from dlm_git.dvcfiles import DvcRecordError, cache_object, dir_listing, find_out_in, stages_naming
 from dlm_git.errors import DlmGitError, EnvironmentFailure
-from dlm_git.hashing import sha256_bytes
+from dlm_git.hashing import digest_text, sha256_bytes
 from dlm_git.hooks.findings import (
     HookFinding,
     Level,
+    emit,
     require_signature,
     strict_mode,
     strict_upgrade,
-    summary,
 )
 from dlm_git.hooks.hashcache import HashCache
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME
 from dlm_git.lock.decision import judge
 from dlm_git.lock.io import parse_lock_json
+from dlm_git.output import error_line
 from dlm_git.safeparse import MAX_DEPTH, TooDeep, load_json
 
 RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
@@ -148,6 +153,22 @@ def _field(obj: Any, *keys: str) -> Any:
             return None
         obj = obj.get(key)
     return obj
+
+
+def _recorded_sources(m: dict[str, Any]) -> list[tuple[str, str, int]] | None:
+    """manifest.json's `sources.files` as (relpath, sha256, size); None if malformed."""
+    files = _field(m, "sources", "files")
+    if not isinstance(files, list):
+        return None
+    out = []
+    for f in files:
+        rel, sha, size = (_field(f, k) for k in ("relpath", "sha256", "size"))
+        if not (isinstance(rel, str) and isinstance(sha, str) and type(size) is int):
+            return None
+        if len(sha) != 64 or not all(c in "0123456789abcdef" for c in sha) or size < 0:
+            return None
+        out.append((rel, sha, size))
+    return out
 
 
 def _in(path: str, directory: str) -> bool:
@@ -307,7 +328,7 @@ class Checker:
         self.blobs = blobs or {}
         """Objects already read (`:dvc.lock`), so they are not read twice."""
         self._required: bool | None = None
-        self._keys: list[Any] = []
+        self._keys: list[Any] | None = None
 
     @property
     def strict(self) -> bool:
@@ -340,6 +361,8 @@ class Checker:
                 "document not trained yet (no manifest.json, no dlm.lock)",
                 RETRAIN,
             )
+            if s.signature is not None:  # it signs records that are not there
+                self.check_signature(s, None)
             return
         lock = self.check_lock(s)
         manifest = self.parse_manifest(s)
@@ -349,36 +372,48 @@ class Checker:
         self.check_base(s, manifest, lock)
         self.check_stale(s, manifest)
         self.check_drift(s, manifest, lock)
-        if self.signing_keys() is not None:
-            self.check_signature(s, manifest)
+        self.check_signature(s, manifest)
 
-    def signing_keys(self) -> list[Any] | None:
-        """The trusted keys when `dlm-git.requireSignature` is on (None: off), read once:
-        the user's own and the policy of HEAD, the parent of the commit being made."""
+    def signature_required(self) -> bool:
+        """`dlm-git.requireSignature` (read once, only when a document needs it)."""
         if self._required is None:
             self._required = require_signature(self.root)
-            if self._required:
-                from dlm_git.sign.trust import trusted_keys
+        return self._required
 
-                head = gitio.resolve_commit("HEAD", self.root)
-                self._keys = trusted_keys(self.root, head)[0]
-        return self._keys if self._required else None
+    def trusted_keys(self) -> list[Any]:
+        """The keys that judge a staged signature, read once: the user's own and the
+        policy of HEAD, the parent of the commit being made (as `verify` will judge it)."""
+        if self._keys is None:
+            from dlm_git.sign.trust import trusted_keys
 
-    def check_signature(self, s: DocState, m: dict[str, Any]) -> None:
+            head = gitio.resolve_commit("HEAD", self.root)
+            self._keys = trusted_keys(self.root, head)[0]
+        return self._keys
+
+    def check_signature(self, s: DocState, m: dict[str, Any] | None) -> None:
+        """A staged `dlm.sig` is judged as `verify` will judge the commit
+        (`dlm_git.sign.judge`, with `required` = `dlm-git.requireSignature`): one that no
+        longer signs the staged records, or is malformed, or fails a trusted key is an
+        ERROR whether or not a signature is required; a missing or untrusted one only when
+        it is. No key is read and `cryptography` is not imported for an unsigned document."""
+        if s.signature is None and not self.signature_required():
+            return
         from dlm_git.sign.bundle import ADAPTER_FILES, signed_digests
-        from dlm_git.sign.judge import judge
+        from dlm_git.sign.judge import fix_for, judge
 
         assert s.dlm_name is not None
         recorded = {n: _field(m, "adapter", "files", n, "sha256") for n in ADAPTER_FILES}
         name = posixpath.basename(s.dlm_name)
         expected = signed_digests(name, s.dlm, s.lock, s.manifest, recorded)
-        decision = judge(s.signature, expected, self.signing_keys() or [], required=True)
-        for name, ok, detail in decision.checks:
-            if not ok:
-                fix = "dlm-git sign --doc DOC --key KEY.pem, then stage dlm.sig"
-                if name == "signature.trusted":
-                    fix = "trust the key: git config --add dlm-git.trustedKeys PUB.pem"
-                self.add("ERROR", s.rel, name, detail, fix)
+        keys = self.trusted_keys() if s.signature is not None else []
+        decision = judge(s.signature, expected, keys, self.signature_required())
+        for check, ok, detail in decision.checks:
+            if ok:
+                continue
+            what = detail
+            if check == "signature.binding":
+                what = f"{SIGNATURE_NAME} does not sign the staged records: {detail}"
+            self.add("ERROR", s.rel, check, what, fix_for(check, s.rel))
 
     def check_lock(self, s: DocState) -> dict[str, Any] | None:
         if s.lock is None:
@@ -538,7 +573,11 @@ class Checker:
             )
 
     def check_stale(self, s: DocState, m: dict[str, Any]) -> None:
-        if m.get("dlm_sha256") != sha256_bytes(s.dlm or b""):
+        """The staged .dlm and sources are what the staged manifest was trained on (both
+        hashed in the form git stores: `hashing.canonical_text`). Sources outside the
+        repository are not in git: a WARN names them, and the files inside it are
+        still compared."""
+        if digest_text(s.dlm or b"").form_of(m.get("dlm_sha256")) is None:
             self.add(
                 "ERROR",
                 s.rel,
@@ -557,11 +596,12 @@ class Checker:
                 " git: their part of the record is not checked",
                 "keep sources inside the repository to have them checked",
             )
-            return
         if self.sources_unchanged(s, m):
             return
-        root = self.sources_root(s)
-        if isinstance(root, str) and root != _field(m, "sources", "merkle_root"):
+        found = self.staged_sources(s, m)
+        if isinstance(found, HookFinding):
+            self.findings.append(found)
+        elif not found:
             self.add(
                 "ERROR",
                 s.rel,
@@ -569,8 +609,6 @@ class Checker:
                 "staged sources differ from those manifest.json was trained on",
                 RETRAIN,
             )
-        elif isinstance(root, HookFinding):
-            self.findings.append(root)
 
     def sources_unchanged(self, s: DocState, m: dict[str, Any]) -> bool:
         """True when the staged sources root is HEAD's without re-expanding them: the same
@@ -593,27 +631,34 @@ class Checker:
             return False
         return isinstance(head_root, str) and head_root == _field(m, "sources", "merkle_root")
 
-    def sources_root(self, s: DocState) -> str | HookFinding | None:
-        """The sources Merkle root of the *staged* tree (materialized in a temp dir)."""
-        if not s.source_dirs:
+    def staged_sources(self, s: DocState, m: dict[str, Any]) -> bool | HookFinding:
+        """Whether the sources of the *staged* tree (materialized in a temp dir; those
+        outside the repository not read) are the files manifest.json records, by
+        `doc.sources.compare_sources`, and its root is the root of those files."""
+        recorded = _recorded_sources(m)
+        if recorded is None:
+            return False
+        if not s.source_dirs and not outside_sources(s.rel, s.dlm or b""):
             # No directives: the expansion is empty (the root of the empty tree, as
             # `sources_record([])` has it, without importing the pydantic records).
             from dlm_git.merkle import merkle_root
 
-            return merkle_root([])
+            return not recorded and _field(m, "sources", "merkle_root") == merkle_root([])
         import tempfile
 
         from dlm_git.doc.parser import parse_document
-        from dlm_git.doc.sources import expand_sources
+        from dlm_git.doc.sources import Outside, compare_sources, expand_sources
         from dlm_git.manifest.records import sources_record
 
+        if sources_record(recorded).merkle_root != _field(m, "sources", "merkle_root"):
+            return False
         with tempfile.TemporaryDirectory(prefix="dlm-git-hook-") as tmp:
             dest = Path(tmp)
             (dest / ".git").mkdir()  # marks the repository root for the strict-policy check
             gitio.materialize([s.rel, *s.source_dirs], dest, self.root)
             try:
                 doc = parse_document(dest / (s.dlm_name or ""))
-                expanded = expand_sources(doc, dest)
+                expanded = expand_sources(doc, dest, Outside.SKIP)
             except DlmGitError as exc:
                 return HookFinding(
                     "ERROR",
@@ -622,7 +667,7 @@ class Checker:
                     f"staged document does not load: {exc.message}",
                     "fix it, then re-train",
                 )
-            return sources_record((f.relpath, f.sha256, f.size) for f in expanded.files).merkle_root
+            return not compare_sources(doc, expanded, recorded).differs
 
     def check_drift(self, s: DocState, m: dict[str, Any], lock: dict[str, Any]) -> None:
         if s.head_manifest is None or s.head_lock is None:
@@ -749,10 +794,7 @@ def run(cwd: Path, action: str = "commit") -> int:
         return 0
     if any(f.level == "WARN" for f in findings):
         findings = strict_upgrade(findings, checker.strict)
-    for f in findings:
-        sys.stderr.write(f.line() + "\n")
-    if findings:
-        sys.stderr.write(summary(findings, checked, action) + "\n")
+    emit(findings, checked, action)
     return 1 if any(f.level == "ERROR" for f in findings) else 0
 
 
@@ -760,10 +802,10 @@ def main(action: str = "commit") -> int:
     try:
         return run(Path(os.getcwd()), action)
     except DlmGitError as exc:
-        sys.stderr.write(f"dlm-git: ERROR {exc.one_line()}\n")
+        error_line(f"dlm-git: ERROR {exc.one_line()}")
         return 1
     except OSError as exc:  # the machine refused (a file gone, permissions): one line
-        sys.stderr.write(f"dlm-git: ERROR {EnvironmentFailure.from_os_error(exc).one_line()}\n")
+        error_line(f"dlm-git: ERROR {EnvironmentFailure.from_os_error(exc).one_line()}")
         return 1
 
 

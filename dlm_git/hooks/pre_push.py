@@ -16,6 +16,7 @@ from pathlib import Path
 from dlm_git import gitio
 from dlm_git.errors import DlmGitError, EnvironmentFailure, UsageError
 from dlm_git.hooks.findings import require_signature, strict_mode
+from dlm_git.output import error_line
 
 ZERO = "0" * 40
 
@@ -71,15 +72,15 @@ def run(cwd: Path, stdin: str) -> int:
             level = "ERROR" if r.verdict != CANNOT_VERIFY or strict else "WARN"
             errors += level == "ERROR"
             warnings += level == "WARN"
-            sys.stderr.write(
+            error_line(
                 f"dlm-git: {level} {r.doc}@{sha[:12]}: {r.verdict} ({what}) "
-                f"(run `dlm-git verify {sha[:12]}` for details)\n"
+                f"(run `dlm-git verify {sha[:12]}` for details)"
             )
     e, w = check_remote(root, objects)
     errors, warnings = errors + e, warnings + w
     if errors or warnings:
         verdict = "push refused" if errors else "ok"
-        sys.stderr.write(f"dlm-git: {errors} error(s), {warnings} warning(s): {verdict}\n")
+        error_line(f"dlm-git: {errors} error(s), {warnings} warning(s): {verdict}")
     return 1 if errors else 0
 
 
@@ -99,21 +100,21 @@ def check_remote(root: Path, objects: dict[str, list[str]]) -> tuple[int, int]:
     from dlm_git.verify.remote import RemoteQueryError, default_remote, query_remote
 
     if default_remote(root) is None:
-        sys.stderr.write(
+        error_line(
             "dlm-git: WARN no default DVC remote: the pushed adapters cannot be fetched by"
-            " others (hint: dvc remote add -d NAME URL && dvc push)\n"
+            " others (hint: dvc remote add -d NAME URL && dvc push)"
         )
         return 0, 1
     try:
         state = query_remote(root, objects)
     except RemoteQueryError as exc:  # not knowing is not "missing": say so, refuse nothing
-        sys.stderr.write(f"dlm-git: WARN {exc.one_line()}\n")
+        error_line(f"dlm-git: WARN {exc.one_line()}")
         return 0, 1
     level = "ERROR" if mode == "refuse" else "WARN"
     for where, md5s in state.missing.items():
-        sys.stderr.write(
+        error_line(
             f"dlm-git: {level} {where}: {len(md5s)} adapter object(s) not on DVC remote"
-            f" '{state.remote}' (hint: dvc push; or git config {REMOTE_CHECK} warn)\n"
+            f" '{state.remote}' (hint: dvc push; or git config {REMOTE_CHECK} warn)"
         )
     n = len(state.missing)
     return (n, 0) if level == "ERROR" else (0, n)
@@ -126,10 +127,10 @@ def main() -> int:
         stdin = "" if framework else sys.stdin.read()
         return run(Path(os.getcwd()), stdin)
     except DlmGitError as exc:
-        sys.stderr.write(f"dlm-git: ERROR {exc.one_line()}\n")
+        error_line(f"dlm-git: ERROR {exc.one_line()}")
         return 1
     except OSError as exc:  # the machine refused (a file gone, permissions): one line
-        sys.stderr.write(f"dlm-git: ERROR {EnvironmentFailure.from_os_error(exc).one_line()}\n")
+        error_line(f"dlm-git: ERROR {EnvironmentFailure.from_os_error(exc).one_line()}")
         return 1
 
 

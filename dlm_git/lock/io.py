@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.lock.errors import LockError
+from dlm_git.lock.fields import lock_problem
 
 if TYPE_CHECKING:
     from dlm_git.lock.schema import Lock
@@ -18,7 +19,8 @@ FIX_HINT = "restore it from git (`git checkout -- {path}`) or re-train with --up
 
 
 def parse_lock_json(data: bytes, subject: str) -> dict[str, Any]:
-    """The lock as a plain dict, checked for JSON and version only (no pydantic: hooks)."""
+    """The lock as a plain dict, checked for JSON, version and the shape of its records
+    (`dlm_git.lock.fields`; no pydantic: hooks)."""
     hint = FIX_HINT.format(path=subject)
     try:
         obj = json.loads(data.decode("utf-8"))
@@ -36,6 +38,9 @@ def parse_lock_json(data: bytes, subject: str) -> dict[str, Any]:
             f"unknown lock_version {version!r} (this dlm-git reads version {LOCK_VERSION})",
             "upgrade dlm-git, or re-train with --update-lock to rewrite the lock",
         )
+    problem = lock_problem(obj)
+    if problem is not None:
+        raise LockError(subject, f"malformed lock: {problem}", hint)
     return obj
 
 

@@ -9,6 +9,9 @@ Invariants:
   `model_signing verify key <doc dir>` checks exactly those files), checked to cover
   exactly the signed files, and installed atomically as `dlm.sig`.
 - A private key is written 0600, never overwritten, and never inside a git work tree.
+- The signing key and the records are read through `dlm_git.fsutil.read_regular`
+  (non-blocking, regular, bounded): a FIFO or device given as `--key` (or configured) is
+  one line naming it before model_signing opens anything, never a hang.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from pathlib import Path
 
 from dlm_git import gitio
 from dlm_git.errors import DlmGitError
-from dlm_git.fsutil import atomic_write_bytes, fsync_dir
+from dlm_git.fsutil import MAX_RECORD_BYTES, atomic_write_bytes, fsync_dir, read_regular
 from dlm_git.hashing import sha256_file
 from dlm_git.layout import ADAPTER_DIR, OUTPUT_NAMES, DocLayout, find_document
 from dlm_git.sign.bundle import ADAPTER_FILES, BundleError, parse_bundle, signed_digests
+from dlm_git.sign.trust import MAX_KEY_BYTES
 
 PRIVATE_NAME = "dlm-signing-key.pem"
+KEY_HINT = "give the path of an EC private key PEM file (dlm-git keygen --out DIR makes one)"
 PUBLIC_NAME = "dlm-signing-key.pub.pem"
 ALWAYS_IGNORED = (*OUTPUT_NAMES, ".dlm-git", "dvc_plots")
 
@@ -38,10 +43,11 @@ def recorded_digests(layout: DocLayout, dlm_name: str) -> dict[str, str | None]:
     """The sha256 each signed file must have, read from the work tree's records."""
     from dlm_git.manifest.records import read_manifest_bytes
 
-    manifest_bytes = layout.manifest.read_bytes()
+    manifest_bytes = read_regular(layout.manifest, MAX_RECORD_BYTES)
     manifest = read_manifest_bytes(manifest_bytes, str(layout.manifest))
     recorded = {n: f.sha256 for n, f in manifest.adapter.files.items()}
-    dlm, lock = layout.doc_path.read_bytes(), layout.lock.read_bytes()
+    dlm = read_regular(layout.doc_path, MAX_RECORD_BYTES)
+    lock = read_regular(layout.lock, MAX_RECORD_BYTES)
     return signed_digests(dlm_name, dlm, lock, manifest_bytes, recorded)
 
 
@@ -60,6 +66,7 @@ def _ignored(doc_dir: Path, signed: set[str]) -> list[str]:
 
 def sign_document(target: Path, key: Path) -> Path:
     """Sign the document at `target` with the EC private key at `key`; returns dlm.sig."""
+    read_regular(key, MAX_KEY_BYTES, hint=KEY_HINT)  # model_signing reads it unchecked
     layout = DocLayout(find_document(target))
     doc_dir = layout.directory
     for path in (layout.lock, layout.manifest, *(layout.adapter / n for n in ADAPTER_FILES)):

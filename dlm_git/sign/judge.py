@@ -4,7 +4,10 @@ report, the hooks' findings): `signature.present`, `.valid`, `.trusted`, `.bindi
 Invariant: a signature that is there but broken (malformed, failing its key, signing other
 records) always fails; an absent or untrusted one fails only when a signature is
 required (`--require-signature`, `dlm-git.requireSignature`), and is otherwise reported
-in a note.
+in a note. The pre-commit hook judges a staged `dlm.sig` with the same function and the
+same `required` as `verify` judges the commit, so nothing `verify` (and with it the
+pre-push hook) would fail about a signature is committed silently; `fix_for` is how each
+failed check is fixed.
 """
 
 from __future__ import annotations
@@ -21,6 +24,32 @@ TRUST_HINT = (
     f"trust the key: git config --add dlm-git.trustedKeys PUB.pem, or commit it under "
     f"{POLICY_DIR}/ in an earlier commit"
 )
+
+
+def _signature_path(doc: str) -> str:
+    return SIGNATURE_NAME if doc in ("", ".") else f"{doc}/{SIGNATURE_NAME}"
+
+
+def resign_hint(doc: str) -> str:
+    """Re-sign the document at `doc` (its directory, relative to the repository), or
+    remove a signature that no longer signs its records."""
+    sig = _signature_path(doc)
+    return (
+        f"re-sign: dlm-git sign --doc {doc or '.'} --key KEY.pem, then git add {sig};"
+        f" or remove it: git rm -f {sig}"
+    )
+
+
+def fix_for(check: str, doc: str) -> str:
+    """How to fix a failed `check` of the document at `doc`: sign it (missing), trust the
+    key (untrusted), re-sign it or remove `dlm.sig` (broken: malformed, failing its key,
+    or signing other records)."""
+    if check == "signature.present":
+        sig = _signature_path(doc)
+        return f"sign: dlm-git sign --doc {doc or '.'} --key KEY.pem, then git add {sig}"
+    if check == "signature.trusted":
+        return TRUST_HINT
+    return resign_hint(doc)
 
 
 @dataclass

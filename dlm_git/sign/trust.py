@@ -11,6 +11,9 @@ Invariants:
   parent of the commit being made), the same rule.
 - Keys are matched by the hint model_signing writes: sha256 of the key's PEM
   (SubjectPublicKeyInfo), recomputed from the parsed key so formatting cannot matter.
+- A configured key file is read through `dlm_git.fsutil.read_regular` (non-blocking,
+  a regular file of at most `MAX_KEY_BYTES`): a FIFO or device there is a usage error
+  naming it, never a hang.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from dlm_git import gitio
 from dlm_git.errors import UsageError
+from dlm_git.fsutil import NotRegularFile, read_regular
 
 POLICY_DIR = ".dlm-keys"
 CONFIG_KEY = "dlm-git.trustedKeys"
@@ -63,11 +67,12 @@ def configured_keys(root: Path) -> list[TrustedKey]:
         if not path.is_absolute():
             path = root / path
         try:
-            pem = canonical_pem(path.read_bytes())
-        except (OSError, ValueError) as exc:
+            pem = canonical_pem(read_regular(path, MAX_KEY_BYTES))
+        except (OSError, ValueError, NotRegularFile) as exc:
+            why = exc.message if isinstance(exc, NotRegularFile) else str(exc)[:60]
             raise UsageError(
                 f"git config {CONFIG_KEY}",
-                f"{value}: not a readable EC public key PEM ({str(exc)[:60]})",
+                f"{value}: not a readable EC public key PEM ({why})",
                 f"fix or remove it: git config --unset-all {CONFIG_KEY}",
             ) from None
         keys.append(TrustedKey(hashlib.sha256(pem).hexdigest(), pem, f"{CONFIG_KEY} {value}"))

@@ -7,6 +7,11 @@ Invariants:
 - Everything recorded (per-step loss, steps, token counts) is a function of the inputs;
   wall time is measured by the caller and kept out of recorded results.
 - Optional boundary callback every `boundary_every` optimizer steps (segment snapshots).
+- The loop owns the RNG state it trains and snapshots from: a fresh run starts Python's
+  and numpy's global RNGs from the seed (`determinism.seed_host_rngs`), and whatever a
+  progress callback does runs under `kept_rngs`, which puts every host RNG back. So no
+  record depends on the terminal, `--quiet`, `--json` or a library's log level (a
+  progress bar's imports and rendering draw from Python's `random`).
 - Data-parallel (`rank` given): an optimizer step reads `grad_accum x world_size`
   micro-batches, this rank its stride of them, and gradients and per-step scalars are
   summed over the ranks before clipping (`dlm_git.train.distributed`); one process reads
@@ -15,8 +20,10 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +135,22 @@ def collate(batch: list[Sequence], pad_id: int, device: str) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def kept_rngs() -> Iterator[None]:
+    """Run code that is not training (progress output): Python's, numpy's and torch's
+    CPU RNG states are put back as they were, whatever it draws."""
+    import numpy as np
+    import torch
+
+    py, host, cpu = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(py)
+        np.random.set_state(host)
+        torch.set_rng_state(cpu)
+
+
 BoundaryFn = Callable[[int, Any, "Trainer", "LoopResult"], None]
 ProgressFn = Callable[[int, int, float, int], None]
 
@@ -193,6 +216,10 @@ def train_loop(
 
     if not sequences:
         raise ValueError("no training sequences")
+    if trainer is None:
+        from dlm_git.determinism import seed_host_rngs
+
+        seed_host_rngs(cfg.seed)
     t = trainer or make_trainer(model, len(sequences), cfg)
     end = min(t.total, stop_at) if stop_at is not None else t.total
     autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
@@ -259,7 +286,8 @@ def train_loop(
         result.steps = t.step
         result.losses.append(step_loss)
         if progress is not None:
-            progress(t.step, t.total, step_loss, result.tokens)
+            with kept_rngs():
+                progress(t.step, t.total, step_loss, result.tokens)
         last = t.step == t.total
         if on_boundary is not None and boundary_every and (t.step % boundary_every == 0 or last):
             on_boundary(t.step, model, t, result)

@@ -173,9 +173,7 @@ def tokens_key(loaded: LoadedDocument, resolved: ResolvedBase) -> dict[str, Any]
     return {
         "dlm_id": loaded.doc.frontmatter.dlm_id,
         "dlm_sha256": loaded.doc.sha256,
-        "sources_root": sources_record(
-            (f.relpath, f.sha256, f.size) for f in loaded.sources.files
-        ).merkle_root,
+        "sources_root": sources_record(loaded.sources.recorded()).merkle_root,
         "tokenizer_sha256": resolved.tokenizer_sha256,
         "sequence_len": loaded.doc.frontmatter.training.sequence_len,
     }

@@ -23,6 +23,7 @@ import platform
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,9 +33,10 @@ from dlm_git.base.registry import REGISTRY
 from dlm_git.base.resolve import ResolvedBase, check_native_model, resolve_base
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.doc.schema import TrainingConfig
+from dlm_git.doc.sources import Outside
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes
-from dlm_git.hashing import canonical_json, canonical_json_sha256, float_hex, sha256_file
+from dlm_git.hashing import canonical_json, canonical_json_sha256, digest_text, float_hex
 from dlm_git.lock.decision import LockMode, lock_to_write
 from dlm_git.lock.errors import LockValidationError
 from dlm_git.lock.io import read_lock, write_lock
@@ -48,11 +50,13 @@ from dlm_git.manifest.schema import (
     TokensRecord,
     TrainingResult,
 )
+from dlm_git.output import error_line
 from dlm_git.topology import topology_flags
 from dlm_git.versions import pinned_versions
 
 if TYPE_CHECKING:
     from dlm_git.determinism import Plan
+    from dlm_git.train.loop import ProgressFn
 
 PERMISSIVE_LICENSES = frozenset({"apache-2.0", "mit", "bsd-3-clause", "bsd-2-clause"})
 LOSS_POLICY = {"prose": "all tokens", "instruction": "answer tokens"}
@@ -79,7 +83,9 @@ class TrainOptions:
     """Numerics profile (None or `auto`: the document's `training.numerics`, else the
     default for the device)."""
     replay_flags: dict[str, Any] | None = None
-    """A replay: the recorded `determinism_flags` (a `native` replay forces them)."""
+    """A replay: the recorded `determinism_flags` (a `native` replay forces them). A replay
+    trains a document materialised from a commit, so sources outside the repository are
+    refused (`Outside.REFUSE`): what this machine has there is not the commit's."""
     nproc: int = 1
     """Data-parallel processes (`dlm_git.train.launch`); recorded in the lock when > 1."""
 
@@ -303,36 +309,62 @@ def resolve_precision(requested: str, device: str) -> str:
     return "fp32" if requested == "auto" else requested
 
 
-def _progress_printer(quiet: bool) -> Any:
-    if quiet or not sys.stderr.isatty():
-        return None, None
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+PROGRESS_REFRESH_S = 0.1
 
-    prog = Progress(
-        TextColumn("train"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}"),
-        TextColumn("{task.fields[tps]:.0f} tok/s"),
-        TimeRemainingColumn(),
-        transient=True,
-    )
+
+@contextlib.contextmanager
+def _progress_bar(quiet: bool) -> Iterator[ProgressFn | None]:
+    """A progress bar on a terminal's stderr (None: quiet, or not a terminal).
+
+    Importing rich draws from Python's `random` (`rich.style` seeds a counter with
+    `getrandbits`), so its import, start and stop run under `kept_rngs`, and it never
+    refreshes from a thread of its own: it renders only inside the loop's progress
+    callback, which the loop runs under `kept_rngs` too. The records of a run on a
+    terminal are therefore those of the same run piped (tests/integration/test_train_terminal.py).
+    """
+    from dlm_git.train.loop import kept_rngs
+
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    with kept_rngs():
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        prog = Progress(
+            TextColumn("train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]:.4f}"),
+            TextColumn("{task.fields[tps]:.0f} tok/s"),
+            TimeRemainingColumn(),
+            transient=True,
+            auto_refresh=False,
+        )
+        prog.start()
     started = time.perf_counter()
-    state: dict[str, Any] = {"task": None}
+    state: dict[str, Any] = {"task": None, "shown": 0.0}
 
     def update(step: int, total: int, loss: float, tokens: int) -> None:
         if state["task"] is None:
             state["task"] = prog.add_task("train", total=total, loss=loss, tps=0.0)
-        elapsed = max(1e-9, time.perf_counter() - started)
-        prog.update(state["task"], completed=step, loss=loss, tps=tokens / elapsed)
+        now = time.perf_counter()
+        due = step == total or now - state["shown"] >= PROGRESS_REFRESH_S
+        tps = tokens / max(1e-9, now - started)
+        prog.update(state["task"], completed=step, loss=loss, tps=tps, refresh=due)
+        if due:
+            state["shown"] = now
 
-    return prog, update
+    try:
+        yield update
+    finally:
+        with kept_rngs():
+            prog.stop()
 
 
 def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
@@ -341,7 +373,9 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     from dlm_git import numerics
     from dlm_git.determinism import check_threads, plan
 
-    loaded = load_document(target)
+    # a replay trains a commit's inputs: a source outside the repository is not one of them
+    outside = Outside.READ if options.replay_flags is None else Outside.REFUSE
+    loaded = load_document(target, outside)
     check_threads(options.threads)
     run_plan = plan(
         options.device,
@@ -428,12 +462,14 @@ def _decide_lock(
         lock = current
     elif options.lock_mode == "update" and _corrupt(layout.lock):
         # Accepting over a corrupt lock binds the acceptance to the exact bytes replaced.
-        lock = current.model_copy(update={"supersedes": sha256_file(layout.lock)})
+        # (in the form git stores, as the hook hashes HEAD's lock: `canonical_text`)
+        replaced = digest_text(layout.lock.read_bytes()).sha256
+        lock = current.model_copy(update={"supersedes": replaced})
     else:
         prior = read_lock(layout.lock)
         lock, warnings_ = validate_lock(prior, current, options.lock_mode, str(layout.lock))
     for f in warnings_:
-        sys.stderr.write(f"{layout.lock}: WARN {f.describe()}\n")
+        error_line(f"{layout.lock}: WARN {f.describe()}")  # the lock's values, escaped
     return lock, warnings_
 
 
@@ -536,10 +572,9 @@ def _fit(run: TrainingRun, tok: Any, quiet: bool) -> tuple[Any, float]:
     from dlm_git.train.loop import train_loop
 
     boundary = run.segments.on_boundary if run.segments is not None else None
-    prog, update = _progress_printer(quiet)
     started = time.perf_counter()
     try:
-        with prog if prog is not None else contextlib.nullcontext():
+        with _progress_bar(quiet) as update:
             result = train_loop(
                 run.model,
                 tok.sequences,
@@ -604,7 +639,7 @@ def _write_records(
         dlm_id=fm.dlm_id,
         dlm_sha256=loaded.doc.sha256,
         section_ids=loaded.section_ids,
-        sources=sources_record((f.relpath, f.sha256, f.size) for f in loaded.sources.files),
+        sources=sources_record(loaded.sources.recorded()),
         tokens=TokensRecord(
             root=tok.stream_root, rows=tok.rows, sequences=len(tok.sequences), tokens=tok.tokens
         ),

@@ -7,33 +7,80 @@ Invariants:
   tensors are read through the safetensors header parser in `dlm_git.hashing`.
 - Each check has a stable name (docs/verify.md lists them) so a failure says which
   check caught it.
+- A base is machine-local and shared: the documents of one run read each base directory
+  once (`BaseReads`), and each document's checks still compare against what was read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlm_git.dvcfiles import dir_listing, dir_md5, find_out, md5_file, parse_dvc_lock
+from dlm_git.dvcfiles import dir_listing, dir_md5, lock_outs, md5_file
 from dlm_git.errors import DlmGitError
-from dlm_git.hashing import canonical_json_sha256, digest_safetensors, sha256_bytes
+from dlm_git.fsutil import MAX_RECORD_BYTES, read_regular
+from dlm_git.hashing import (
+    TextForm,
+    canonical_json_sha256,
+    digest_safetensors,
+    digest_text,
+)
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
 from dlm_git.manifest.records import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_record
 from dlm_git.manifest.schema import Manifest
 from dlm_git.safetensors_header import read_safetensors_header
 
+if TYPE_CHECKING:
+    from dlm_git.base.resolve import BaseIdentity
+
+
+class Outcome(StrEnum):
+    """What a check found, set where the check runs; verdicts are computed from these
+    states only, never from a check's detail text (which may hold names a commit chose)."""
+
+    OK = "ok"  # the recomputed value equals the recorded one
+    FAILED = "failed"  # it differs, or the record is missing or malformed
+    ABSENT = "absent"  # what it needs is not on this machine (cache object, base): no comparison
+
+
+MARKS = {Outcome.OK: "ok  ", Outcome.FAILED: "FAIL", Outcome.ABSENT: "n/a "}
+"""How the text report marks each state (`n/a`: nothing was compared)."""
+
 
 @dataclass(frozen=True)
 class Check:
     name: str
-    ok: bool
+    state: Outcome
     detail: str
 
+    @property
+    def ok(self) -> bool:
+        return self.state is Outcome.OK
+
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+        return {"name": self.name, "ok": self.ok, "state": self.state.value, "detail": self.detail}
+
+
+def passed(name: str, detail: str) -> Check:
+    return Check(name, Outcome.OK, detail)
+
+
+def failed(name: str, detail: str) -> Check:
+    return Check(name, Outcome.FAILED, detail)
+
+
+def absent(name: str, detail: str) -> Check:
+    return Check(name, Outcome.ABSENT, detail)
+
+
+def judged(name: str, ok: bool, detail: str) -> Check:
+    """A check that compared: passed or failed."""
+    return Check(name, Outcome.OK if ok else Outcome.FAILED, detail)
 
 
 @dataclass
@@ -41,13 +88,22 @@ class Checks:
     items: list[Check] = field(default_factory=list)
 
     def add(self, name: str, ok: bool, detail: str) -> bool:
-        self.items.append(Check(name, ok, detail))
+        """A check that compared (ok or failed)."""
+        self.items.append(judged(name, ok, detail))
         return ok
 
+    def absent(self, name: str, detail: str) -> bool:
+        """A check that could not compare: what it needs is not on this machine."""
+        self.items.append(absent(name, detail))
+        return False
+
     def run(self, name: str, fn: Callable[[], str]) -> bool:
-        """Run `fn`; its return value is the pass detail, a `CheckFailed` the failure."""
+        """Run `fn`; its return value is the pass detail, a `CheckFailed` the failure, a
+        `CheckAbsent` the absence of what it needs."""
         try:
             return self.add(name, True, fn())
+        except CheckAbsent as exc:
+            return self.absent(name, str(exc))
         except CheckFailed as exc:
             return self.add(name, False, str(exc))
         except DlmGitError as exc:
@@ -62,6 +118,11 @@ class CheckFailed(Exception):
     """A recomputed value differs from the recorded one (message says which and how)."""
 
 
+class CheckAbsent(Exception):
+    """What the check needs (a DVC cache object, the base) is not on this machine: the
+    check cannot compare, which is never a pass and never a failure."""
+
+
 def _short(h: str | None) -> str:
     return "none" if h is None else h[:16]
 
@@ -73,6 +134,21 @@ def expect_equal(what: str, recorded: Any, actual: Any) -> None:
         if isinstance(recorded, str) and isinstance(actual, str):
             raise CheckFailed(f"{what}: recorded {_short(recorded)} but found {_short(actual)}")
         raise CheckFailed(f"{what}: recorded {recorded!r} but found {actual!r}")
+
+
+def expect_text(what: str, recorded: str | None, data: bytes) -> str:
+    """A recorded digest of a text input (`.dlm`, lock) against its bytes: of their
+    canonical form (CRLF as LF, `hashing.canonical_text`, so an LF and a CRLF checkout
+    agree), or, in a record made before that rule, of the raw bytes. The pass detail."""
+    digest = digest_text(data)
+    form = digest.form_of(recorded)
+    if form is None:
+        expect_equal(what, recorded, digest.sha256)  # raises: they differ
+    if form is TextForm.RAW:
+        return (
+            f"{digest.raw_sha256[:16]} (of the raw bytes: a record from before CRLF was read as LF)"
+        )
+    return digest.sha256[:16]
 
 
 def load_manifest(data: bytes | None, subject: str) -> Manifest:
@@ -120,10 +196,7 @@ def record_checks(checks: Checks, files: DocFiles) -> tuple[Manifest | None, dic
     m, lk, lock_bytes = manifest, lock, files.lock_bytes or b""
 
     def lock_binding() -> str:
-        expect_equal(
-            "manifest.lock_sha256 vs sha256(dlm.lock)", m.lock_sha256, sha256_bytes(lock_bytes)
-        )
-        return m.lock_sha256[:16]
+        return expect_text("manifest.lock_sha256 vs sha256(dlm.lock)", m.lock_sha256, lock_bytes)
 
     def lock_fields() -> str:
         expect_equal("lock.dlm_id vs manifest", lk["dlm_id"], m.dlm_id)
@@ -143,10 +216,7 @@ def record_checks(checks: Checks, files: DocFiles) -> tuple[Manifest | None, dic
     def doc_sha() -> str:
         if files.dlm_bytes is None:
             raise CheckFailed("the .dlm document is missing")
-        expect_equal(
-            "manifest.dlm_sha256 vs sha256(.dlm)", m.dlm_sha256, sha256_bytes(files.dlm_bytes)
-        )
-        return m.dlm_sha256[:16]
+        return expect_text("manifest.dlm_sha256 vs sha256(.dlm)", m.dlm_sha256, files.dlm_bytes)
 
     def doc_base_model() -> str:
         from dlm_git.doc.peek import peek_base_model
@@ -210,51 +280,62 @@ def builtin_revision(versions: dict[str, Any]) -> str:
     return "tiny-" + canonical_json_sha256(spec)[:16]
 
 
-def sources_checks(checks: Checks, manifest: Manifest, doc_path: Path, repo_root: Path) -> None:
-    """Re-expand the document's sources and sections and compare with the manifest."""
+def sources_checks(
+    checks: Checks, manifest: Manifest, doc_path: Path, repo_root: Path, read_outside: bool = False
+) -> None:
+    """Re-expand the document's sources and sections and compare with the manifest
+    (`doc.sources.compare_sources`). Sources outside the repository are read only with
+    `read_outside` (the work tree: this machine's files are the inputs); a commit holds
+    no copy of them, so for a commit they are absent: the files inside the repository
+    and the record's own root are still compared, and a difference there fails."""
     from dlm_git.doc.parser import parse_document
-    from dlm_git.doc.sources import expand_sources
+    from dlm_git.doc.sources import Outside, SourcesComparison, compare_sources, expand_sources
     from dlm_git.manifest.records import sources_record
 
     state: dict[str, Any] = {}
 
     def sources() -> str:
         doc = parse_document(doc_path)
-        expanded = expand_sources(doc, repo_root)
-        state["doc"], state["expanded"] = doc, expanded
-        record = sources_record((f.relpath, f.sha256, f.size) for f in expanded.files)
-        recorded = {f.relpath: f.sha256 for f in manifest.sources.files}
-        actual = {f.relpath: f.sha256 for f in record.files}
-        changed = sorted(r for r in recorded.keys() & actual.keys() if recorded[r] != actual[r])
-        added, removed = (
-            sorted(actual.keys() - recorded.keys()),
-            sorted(recorded.keys() - actual.keys()),
+        outside = Outside.READ if read_outside else Outside.SKIP
+        expanded = expand_sources(doc, repo_root, outside)
+        recorded = [(f.relpath, f.sha256, f.size) for f in manifest.sources.files]
+        found: SourcesComparison = compare_sources(doc, expanded, recorded)
+        state["found"] = found
+        if found.differs:
+            raise CheckFailed(f"sources differ from the manifest ({found.describe()})")
+        root = sources_record(recorded).merkle_root
+        expect_equal(
+            "sources merkle root vs the manifest's files", manifest.sources.merkle_root, root
         )
-        problems = []
-        if changed:
-            problems.append(f"changed: {', '.join(changed[:5])}")
-        if added:
-            problems.append(f"new: {', '.join(added[:5])}")
-        if removed:
-            problems.append(f"gone: {', '.join(removed[:5])}")
-        if problems:
-            raise CheckFailed("sources differ from the manifest (" + "; ".join(problems) + ")")
-        expect_equal("sources merkle root", manifest.sources.merkle_root, record.merkle_root)
-        return f"{len(record.files)} files, root {record.merkle_root[:16]}"
+        old = f"; {found.legacy} recorded by their raw bytes (older record)" if found.legacy else ""
+        if found.unread:
+            raise CheckAbsent(
+                f"{found.unread_files} files from outside the repository"
+                f" ({', '.join(found.unread)}) are in no commit and were not checked;"
+                f" the {len(recorded) - found.unread_files} inside it match{old}"
+            )
+        return f"{len(recorded)} files, root {root[:16]}{old}"
 
     def sections() -> str:
-        doc, expanded = state.get("doc"), state.get("expanded")
-        if doc is None or expanded is None:
+        found: SourcesComparison | None = state.get("found")
+        if found is None:
             raise CheckFailed("sources could not be expanded")
-        ids = [s.section_id for s in doc.sections] + [f.section_id for f in expanded.files]
-        if ids != manifest.section_ids:
-            if sorted(ids) == sorted(manifest.section_ids):
+        recorded = manifest.section_ids
+        if not found.sections_match(recorded):
+            expected = [i for i in found.section_ids if i is not None]
+            if len(expected) == len(found.section_ids) and sorted(expected) == sorted(recorded):
                 raise CheckFailed("section order differs from the manifest")
             raise CheckFailed(
-                f"section ids differ from the manifest ({len(ids)} found, "
-                f"{len(manifest.section_ids)} recorded)"
+                f"section ids differ from the manifest ({len(found.section_ids)} expected, "
+                f"{len(recorded)} recorded)"
             )
-        return f"{len(ids)} sections in order"
+        unread = found.section_ids.count(None)
+        if unread:
+            raise CheckAbsent(
+                f"{unread} section ids of files outside the repository cannot be recomputed;"
+                f" the other {len(recorded) - unread} are in order"
+            )
+        return f"{len(recorded)} sections in order"
 
     checks.run("sources.root", sources)
     checks.run("sections.order", sections)
@@ -265,7 +346,7 @@ def adapter_checks(checks: Checks, manifest: Manifest, adapter_dir: Path | None)
 
     def files() -> str:
         if adapter_dir is None or not adapter_dir.is_dir():
-            raise CheckFailed("adapter directory is not available (run `dvc pull` or `dvc repro`)")
+            raise CheckAbsent("adapter directory is not available (run `dvc pull` or `dvc repro`)")
         names = sorted(p.name for p in adapter_dir.iterdir())
         expected = sorted(recorded.files)
         if names != expected:
@@ -319,15 +400,20 @@ FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
 
 
 def lora_structure_check(
-    checks: Checks, manifest: Manifest, adapter_dir: Path | None, base_dir: Path | None
+    checks: Checks,
+    manifest: Manifest,
+    adapter_dir: Path | None,
+    base_dir: Path | None,
+    bases: BaseReads | None = None,
 ) -> None:
-    """Every lora_A/lora_B pair is shaped by r and a targeted linear module of the base."""
+    """Every lora_A/lora_B pair is shaped by r and a targeted linear module of the base.
+    `bases`: the run's reads of its bases (else the base is read here)."""
 
     def structure() -> str:
         if adapter_dir is None:
-            raise CheckFailed("adapter not available")
+            raise CheckAbsent("adapter not available")
         try:
-            config = json.loads((adapter_dir / ADAPTER_CONFIG).read_text("utf-8"))
+            config = json.loads(read_regular(adapter_dir / ADAPTER_CONFIG, MAX_RECORD_BYTES))
         except (OSError, ValueError, RecursionError) as exc:
             raise CheckFailed(f"{ADAPTER_CONFIG} cannot be read: {type(exc).__name__}") from None
         if not isinstance(config, dict):
@@ -349,9 +435,11 @@ def lora_structure_check(
         if not (adapter_dir / ADAPTER_WEIGHTS).is_file():
             raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
         header, _ = read_safetensors_header(adapter_dir / ADAPTER_WEIGHTS)
-        base_shapes = _base_linear_shapes(base_dir) if base_dir is not None else None
+        base_shapes = None
+        if base_dir is not None:
+            base_shapes = (bases or BaseReads()).linear_shapes(base_dir)
         if base_shapes is None:
-            raise CheckFailed("base weights not available to check LoRA shapes against")
+            raise CheckAbsent("base weights not available to check LoRA shapes against")
         pairs = 0
         for name, info in header.items():
             if name == "__metadata__":
@@ -394,15 +482,48 @@ def _base_linear_shapes(base_dir: Path) -> dict[str, tuple[int, int]] | None:
     return shapes
 
 
-def base_check(
-    checks: Checks, manifest: Manifest, base_dir: Path | None, revision: str | None
-) -> None:
-    def identity() -> str:
+class BaseReads:
+    """What the checks read from the machine-local bases during one run, read once per
+    base directory (by its real path): its identity (`base_identity`, per revision) and the
+    shapes of its linear weights. A run verifies the documents of one commit, which mostly
+    share a base; nothing is kept past the run, so a base changed between runs is read
+    afresh. A read that raises is not remembered: every check that needs it fails alike."""
+
+    def __init__(self) -> None:
+        self._identities: dict[tuple[str, str | None], BaseIdentity] = {}
+        self._shapes: dict[str, dict[str, tuple[int, int]] | None] = {}
+
+    def identity(self, base_dir: Path, revision: str | None) -> BaseIdentity:
         from dlm_git.base.resolve import base_identity
 
+        key = (os.path.realpath(base_dir), revision)
+        if key not in self._identities:
+            self._identities[key] = base_identity(base_dir, revision)
+        return self._identities[key]
+
+    def linear_shapes(self, base_dir: Path) -> dict[str, tuple[int, int]] | None:
+        """Weight name -> (out, in) of every 2-D tensor of the base's safetensors files
+        (None: it has none)."""
+        key = os.path.realpath(base_dir)
+        if key not in self._shapes:
+            self._shapes[key] = _base_linear_shapes(base_dir)
+        return self._shapes[key]
+
+
+def base_check(
+    checks: Checks,
+    manifest: Manifest,
+    base_dir: Path | None,
+    revision: str | None,
+    bases: BaseReads | None = None,
+) -> None:
+    """The base on this machine is the one the manifest records (tensor root, tokenizer,
+    config). `bases`: the run's reads of its bases (else the base is read here)."""
+
+    def identity() -> str:
         if base_dir is None:
-            raise CheckFailed(f"base {manifest.base.spec} is not available here")
-        ident = base_identity(base_dir, revision)
+            raise CheckAbsent(f"base {manifest.base.spec} is not available here")
+        ident = (bases or BaseReads()).identity(base_dir, revision)
         expect_equal("base tensor root", manifest.base.tensor_root, ident.tensor_root)
         expect_equal("base tokenizer sha256", manifest.tokenizer_sha256, ident.tokenizer_sha256)
         if manifest.base.config_sha256 is None:
@@ -419,18 +540,17 @@ def dvc_checks(checks: Checks, files: DocFiles, adapter_dir: Path | None, repo_r
     def binding() -> str:
         if files.dvc_lock_bytes is None:
             raise CheckFailed("dvc.lock is missing")
-        lock = parse_dvc_lock(files.dvc_lock_bytes)
         out_path = (
             f"{files.doc_rel}/{ADAPTER_DIR}" if files.doc_rel not in ("", ".") else ADAPTER_DIR
         )
-        out = find_out(lock, out_path)
+        out = lock_outs(files.dvc_lock_bytes).find(out_path)
         if out is None:
             raise CheckFailed(f"dvc.lock records no out {out_path}")
         listing = dir_listing(repo_root, out.md5)
         if listing is None and adapter_dir is None:
-            raise CheckFailed(f"DVC cache lacks {out.md5} (run `dvc pull`)")
+            raise CheckAbsent(f"DVC cache lacks {out.md5} (run `dvc pull`)")
         if adapter_dir is None:
-            raise CheckFailed("adapter not available")
+            raise CheckAbsent("adapter not available")
         actual = {p.name: md5_file(p) for p in sorted(adapter_dir.iterdir()) if p.is_file()}
         if listing is None:  # adapter bytes from a replay: recompute the listing's name
             if dir_md5(actual) != out.md5:

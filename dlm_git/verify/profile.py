@@ -17,7 +17,7 @@ from dlm_git import numerics
 from dlm_git.determinism import MAX_THREADS
 from dlm_git.errors import DlmGitError
 from dlm_git.topology import recorded_world_size
-from dlm_git.verify.checks import Check
+from dlm_git.verify.checks import Check, absent, failed
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED, Verdict
 
 
@@ -54,23 +54,23 @@ def recorded_setup(
     flags = lock.get("determinism_flags")
     if not isinstance(flags, dict):
         bad = "dlm.lock: determinism_flags is not an object"
-        return Check("replay.profile", False, bad), FAILED
+        return failed("replay.profile", bad), FAILED
     threads = flags.get("threads")
     if type(threads) is not int or not 1 <= threads <= MAX_THREADS:
         bad = (
             f"dlm.lock: determinism_flags.threads {threads!r} is not a count"
             f" from 1 to {MAX_THREADS}"
         )
-        return Check("replay.profile", False, bad), FAILED
+        return failed("replay.profile", bad), FAILED
     nproc = recorded_world_size(flags)
     if isinstance(nproc, str):
-        return Check("replay.profile", False, f"dlm.lock: {nproc}"), FAILED
+        return failed("replay.profile", f"dlm.lock: {nproc}"), FAILED
     if not _plain_json(flags):  # a replay hands the flags on (to ranks, to a child)
         bad = "dlm.lock: determinism_flags holds a value JSON cannot carry (NaN, Infinity)"
-        return Check("replay.profile", False, bad), FAILED
+        return failed("replay.profile", bad), FAILED
     bad_setting = numerics.malformed_setting(flags)
     if bad_setting is not None:  # would go into the replay's environment
-        return Check("replay.profile", False, f"dlm.lock: {bad_setting}"), FAILED
+        return failed("replay.profile", f"dlm.lock: {bad_setting}"), FAILED
     name = flags.get("numerics", numerics.NATIVE)  # recorded before profiles: its own CPU path
     profile = numerics.PROFILES.get(name) if isinstance(name, str) else None
     if profile is None:
@@ -78,7 +78,7 @@ def recorded_setup(
             f"cannot replay: unknown numerics profile {name!r} (this dlm-git knows"
             f" {', '.join(numerics.PROFILES)}; upgrade dlm-git)"
         )
-        return Check("replay.profile", False, why), CANNOT_VERIFY
+        return absent("replay.profile", why), CANNOT_VERIFY
     problem = numerics.cannot_run(profile)
     if problem is None and profile.device == "cuda":
         problem = numerics.cuda_problem()
@@ -87,7 +87,7 @@ def recorded_setup(
             f"cannot replay profile {profile.name} here: {problem}"
             f" (replay {where_it_runs(profile, flags)})"
         )
-        return Check("replay.profile", False, why), CANNOT_VERIFY
+        return absent("replay.profile", why), CANNOT_VERIFY
     base_dir = local_base_dir(root, doc_rel, lock.get("base_model"))
     return Setup(profile, flags, threads, base_dir, nproc)
 

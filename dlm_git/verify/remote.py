@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git import gitio, revdoc
-from dlm_git.dvcfiles import DvcRecordError, dir_listing, find_out, parse_dvc_lock
+from dlm_git.dvcfiles import (
+    MAX_CONFIG_BYTES,
+    DvcRecordError,
+    dir_listing,
+    find_out,
+    parse_dvc_lock,
+)
 from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import NotRegularFile, read_regular
 from dlm_git.layout import ADAPTER_DIR
 
 
@@ -64,8 +71,8 @@ def default_remote(root: Path) -> str | None:
     for path in (root / ".dvc" / "config", root / ".dvc" / "config.local"):
         parser = configparser.ConfigParser(interpolation=None, strict=False)
         try:
-            parser.read_string(path.read_text("utf-8"))
-        except (OSError, UnicodeDecodeError, configparser.Error):
+            parser.read_string(read_regular(path, MAX_CONFIG_BYTES).decode("utf-8"))
+        except (OSError, UnicodeDecodeError, configparser.Error, NotRegularFile):
             continue
         value = parser.get("core", "remote", fallback=None)
         name = value.strip() if value and value.strip() else name

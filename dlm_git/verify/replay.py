@@ -14,15 +14,20 @@ Invariants:
   differ, or when a tolerance comparison against the recorded adapter ran and failed.
   Bits not expected and the recorded adapter absent → `CANNOT_VERIFY` with the reason
   and the fix; a profile this machine cannot run → `CANNOT_VERIFY` naming what can.
-- The tolerance is the auditor's (`--tolerance`, default `DEFAULT_MAX_REL_L2`), never read
-  from the commit.
+- Whether bits are expected depends only on this dlm-git's table and on facts the replay
+  itself observes; the lock was validated first (an unknown key anywhere is FAILED,
+  nothing launched). Where bits are not expected, the verdict is CANNOT_VERIFY naming the
+  environment to replay in, unless the auditor passed `--tolerance` (never read from the
+  commit, never a default): then `WITHIN_TOLERANCE` or `MISMATCH`.
+- One document's malformed record fails that document only: every document gets its own
+  verdict.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +35,11 @@ from dlm_git import gitio, numerics, revdoc
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
 from dlm_git.manifest.records import ADAPTER_WEIGHTS
-from dlm_git.verify.checks import Check
+from dlm_git.verify.checks import Check, Outcome, absent, failed, judged, passed
 from dlm_git.verify.commit import assemble_adapter
-from dlm_git.verify.profile import Setup, recorded_setup
+from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
 
-DEFAULT_MAX_REL_L2 = 1e-3
 BITWISE, WITHIN_TOLERANCE, MISMATCH = Verdict.BITWISE, Verdict.WITHIN_TOLERANCE, Verdict.MISMATCH
 
 
@@ -67,33 +71,44 @@ def tensor_distances(a: Path, b: Path) -> dict[str, float]:
 
 
 def replay_doc(
-    root: Path, sha: str, report: DocReport, tolerance: float, accept_license: bool = False
+    root: Path,
+    sha: str,
+    report: DocReport,
+    tolerance: float | None,
+    accept_license: bool = False,
 ) -> DocReport:
+    """Re-train one document and compare. `tolerance`: the auditor's bound for a replay in
+    which bits are not expected (None: no tolerance comparison, such a replay is
+    CANNOT_VERIFY)."""
     from dlm_git.lock.io import parse_lock_json
 
     doc_rel = report.doc
     lock_bytes = _blob(root, sha, _in_doc(doc_rel, LOCK_NAME))
     checks = list(report.checks)
     if lock_bytes is None:
-        checks.append(Check("replay", False, "no dlm.lock to replay against"))
-        return _with(report, checks, CANNOT_VERIFY, [])
-    lock = parse_lock_json(lock_bytes, LOCK_NAME)
+        checks.append(failed("replay", "no dlm.lock to replay against"))
+        return _with(report, checks, FAILED, [])
+    try:
+        lock = parse_lock_json(lock_bytes, LOCK_NAME)
+    except DlmGitError as exc:  # malformed: judged, nothing launched
+        checks.append(failed("replay", f"nothing replayed: {exc.one_line()}"))
+        return _with(report, checks, FAILED, [])
     versions_ok, versions_detail = _replayable_torch(lock)
-    checks.append(Check("replay.versions", versions_ok, versions_detail))
+    checks.append((passed if versions_ok else absent)("replay.versions", versions_detail))
     if not versions_ok:
         return _with(report, checks, CANNOT_VERIFY if report.ok else report.verdict, [])
     setup = recorded_setup(lock, root, doc_rel)
     if isinstance(setup, tuple):
         checks.append(setup[0])
-        failed = FAILED in (setup[1], report.verdict)
-        return _with(report, checks, FAILED if failed else CANNOT_VERIFY, [])
-    checks.append(Check("replay.profile", True, setup.describe()))
+        malformed = FAILED in (setup[1], report.verdict)
+        return _with(report, checks, FAILED if malformed else CANNOT_VERIFY, [])
+    checks.append(passed("replay.profile", setup.describe()))
     with tempfile.TemporaryDirectory(prefix="dlm-git-replay-") as tmp:
         work = Path(tmp)
         try:
             outcome = _retrain(root, sha, doc_rel, setup, work / "tree", accept_license)
         except DlmGitError as exc:
-            checks.append(Check("replay", False, f"cannot replay: {exc.one_line()}"))
+            checks.append(absent("replay", f"cannot replay: {exc.one_line()}"))
             return _with(report, checks, CANNOT_VERIFY, [])
         ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
         notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
@@ -104,7 +119,7 @@ def replay_doc(
             # Same weights, another config: the config is a pure function of the
             # document, so this difference is evidence, whatever the profile.
             detail = f"weights identical but {other_files} differ from the record"
-            checks.append(Check("replay", False, detail))
+            checks.append(failed("replay", detail))
             return _with(report, checks, MISMATCH, notes)
         if recorded_sha is not None and outcome.adapter_sha256 == recorded_sha:
             if report.verdict == CANNOT_VERIFY and _adapter_absent_only(report):
@@ -112,7 +127,7 @@ def replay_doc(
                 # hash level checks a cached adapter (manifest, dvc.lock, LoRA structure).
                 report = _recheck_with(root, sha, report, replayed_dir, work / "recheck")
                 checks = [*report.checks, *checks[-2:]]  # + replay.versions, replay.profile
-            checks.append(Check("replay", True, f"bitwise identical adapter {recorded_sha[:16]}"))
+            checks.append(passed("replay", f"bitwise identical adapter {recorded_sha[:16]}"))
             return _with(report, checks, BITWISE if report.ok else report.verdict, notes)
         check, verdict, why = _compare_unequal(
             root, sha, report, setup, lock, outcome, work, replayed_dir, tolerance
@@ -130,10 +145,11 @@ def _compare_unequal(
     outcome: Any,
     work: Path,
     replayed_dir: Path,
-    tolerance: float,
+    tolerance: float | None,
 ) -> tuple[Check, Verdict, list[str]]:
-    """The replayed adapter differs from the record: MISMATCH when bits were expected,
-    else the auditor's tolerance against the recorded adapter, or CANNOT_VERIFY when
+    """The replayed adapter differs from the record: MISMATCH when bits were expected;
+    else CANNOT_VERIFY naming the environment to replay in, unless the auditor passed
+    `--tolerance`: then the tolerance against the recorded adapter, or CANNOT_VERIFY when
     that adapter is not here to compare (no comparison, no accusation)."""
     expectation = numerics.expect_bits(
         setup.flags,
@@ -155,20 +171,39 @@ def _compare_unequal(
             first = next((name for name, d in dist.items() if d != 0.0), None)
             detail += f"; first differing tensor {first}" if first else ""
         why = f"{detail} (bit equality expected: {expectation.reason})"
-        return Check("replay", False, why), MISMATCH, []
+        return failed("replay", why), MISMATCH, []
     notes = [f"bit equality not expected: {expectation.reason}"]
+    if tolerance is None:
+        why = (
+            f"{detail}; bit equality not expected ({expectation.reason}): replay"
+            f" {_where_bits_hold(setup, lock)} for a bitwise verdict, or pass --tolerance to"
+            " compare within a bound"
+        )
+        return absent("replay", why), CANNOT_VERIFY, notes
     if missing is not None:
         why = (
             f"{detail}; bit equality not expected ({expectation.reason}) and the recorded"
             f" adapter is not available to compare within tolerance ({missing})"
         )
-        return Check("replay", False, why), CANNOT_VERIFY, notes
+        return absent("replay", why), CANNOT_VERIFY, notes
     dist = tensor_distances(recorded / ADAPTER_WEIGHTS, replayed)
     worst_name, worst = max(dist.items(), key=lambda kv: kv[1]) if dist else ("-", 0.0)
     ok = worst <= tolerance
     what = f"max relative L2 {worst:.3g} at {worst_name} (tolerance {tolerance:g})"
     verdict = WITHIN_TOLERANCE if ok and report.ok else MISMATCH
-    return Check("replay", ok, what), verdict, notes
+    return judged("replay", ok, what), verdict, notes
+
+
+def _where_bits_hold(setup: Setup, lock: Mapping[str, Any]) -> str:
+    """Where a replay would expect the recorded bits: the profile and recorded versions."""
+    versions = lock.get("pinned_versions") or {}
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if k != "dlm_git")
+    own = versions.get("dlm_git")
+    return (
+        f"under profile {setup.profile.name} with {shown}"
+        + (f" and dlm-git {own}" if own else "")
+        + f" ({where_it_runs(setup.profile, setup.flags)})"
+    )
 
 
 def _retrain(
@@ -215,9 +250,12 @@ def _other_files_differ(root: Path, sha: str, doc_rel: str, outcome: Any) -> str
 
 def _adapter_absent_only(report: DocReport) -> bool:
     """The hash level could not check the adapter only because its bytes are absent."""
-    from dlm_git.verify.commit import UNAVAILABLE_CHECKS
+    from dlm_git.verify.commit import ADAPTER_ABSENT_CHECKS
 
-    return all(c.ok or c.name in UNAVAILABLE_CHECKS for c in report.checks)
+    return all(
+        c.ok or (c.state is Outcome.ABSENT and c.name in ADAPTER_ABSENT_CHECKS)
+        for c in report.checks
+    )
 
 
 def _recheck_with(
@@ -285,7 +323,7 @@ def replay_reports(
     level: str,
     sample: int,
     seed: int | None,
-    tolerance: float = DEFAULT_MAX_REL_L2,
+    tolerance: float | None = None,
     accept_license: bool = False,
 ) -> list[DocReport]:
     from dlm_git.verify.commit import is_params_report
@@ -297,5 +335,16 @@ def replay_reports(
         from dlm_git.verify.segments import segment_reports
 
         return segment_reports(root, sha, docs, sample, seed) + about_params
-    limit = check_tolerance(tolerance)
-    return [replay_doc(root, sha, r, limit, accept_license) for r in docs] + about_params
+    limit = None if tolerance is None else check_tolerance(tolerance)
+    return [_each(replay_doc, root, sha, r, limit, accept_license) for r in docs] + about_params
+
+
+def _each(
+    replay: Callable[..., DocReport], root: Path, sha: str, report: DocReport, *args: Any
+) -> DocReport:
+    """One document's replay; a record of its that does not parse fails it alone."""
+    try:
+        return replay(root, sha, report, *args)
+    except DlmGitError as exc:
+        checks = [*report.checks, failed("replay", f"nothing replayed: {exc.one_line()}")]
+        return _with(report, checks, FAILED, [])

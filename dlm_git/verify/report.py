@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from dlm_git.verify.checks import Check
+from dlm_git.verify.checks import Check, Outcome
 
 Level = Literal["hash", "replay", "segments"]
 
@@ -34,6 +34,17 @@ VERIFIED, FAILED, CANNOT_VERIFY = Verdict.VERIFIED, Verdict.FAILED, Verdict.CANN
 PASSING = frozenset(
     {Verdict.VERIFIED, Verdict.BITWISE, Verdict.WITHIN_TOLERANCE, Verdict.SEGMENTS_BITWISE}
 )
+STRICT_PASSING = PASSING - {Verdict.WITHIN_TOLERANCE}
+
+
+def verdict_of(checks: list[Check]) -> Verdict:
+    """The hash level's verdict, from the checks' states only: VERIFIED when every check
+    passed, FAILED when any failed, else CANNOT_VERIFY (something needed was absent)."""
+    if checks and all(c.ok for c in checks):
+        return VERIFIED
+    if not checks or any(c.state is Outcome.FAILED for c in checks):
+        return FAILED
+    return CANNOT_VERIFY
 
 
 def combine(hash_verdict: Verdict, level_verdict: Verdict) -> Verdict:
@@ -60,6 +71,10 @@ class DocReport:
     @property
     def ok(self) -> bool:
         return self.verdict in PASSING
+
+    def passes(self, strict: bool) -> bool:
+        """Whether this verdict exits 0: under `--strict` only bit equality passes."""
+        return self.verdict in (STRICT_PASSING if strict else PASSING)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

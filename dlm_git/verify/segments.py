@@ -32,7 +32,7 @@ from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
 from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
-from dlm_git.verify.checks import Check
+from dlm_git.verify.checks import Check, Outcome, absent, failed, judged, passed
 from dlm_git.verify.commit import assemble_adapter, copy_out
 from dlm_git.verify.profile import Setup, recorded_setup
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
@@ -92,7 +92,20 @@ def segment_reports(
     root: Path, sha: str, reports: list[DocReport], sample: int, seed: int | None
 ) -> list[DocReport]:
     seed = seed if seed is not None else secrets.randbelow(2**31)
-    return [segment_doc(root, sha, r, sample, seed) for r in reports]
+    return [_each(root, sha, r, sample, seed) for r in reports]
+
+
+def _each(root: Path, sha: str, report: DocReport, sample: int, seed: int) -> DocReport:
+    """One document's segment check; a record of its that does not parse (or nests past
+    the parser's bound) fails it alone, and the others still get their verdicts."""
+    try:
+        return segment_doc(root, sha, report, sample, seed)
+    except DlmGitError as exc:
+        checks = [*report.checks, failed("segments.chain", f"nothing replayed: {exc.one_line()}")]
+        return _with(report, checks, FAILED, [])
+    except RecursionError:
+        checks = [*report.checks, failed("segments.chain", "a record nests too deeply to read")]
+        return _with(report, checks, FAILED, [])
 
 
 def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int) -> DocReport:
@@ -107,24 +120,19 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
     notes = [f"segment sample seed {seed} (repeat with --seed {seed})"]
     manifest_bytes = blobs.get(f"{sha}:{prefix}{MANIFEST_NAME}")
     if manifest_bytes is None:
-        checks.append(Check("segments.chain", False, "no manifest"))
-        return _with(report, checks, CANNOT_VERIFY, notes)
+        checks.append(failed("segments.chain", "no manifest"))
+        return _with(report, checks, FAILED, notes)
     manifest = read_manifest_bytes(manifest_bytes, MANIFEST_NAME)
     if manifest.segments is None:
-        checks.append(
-            Check(
-                "segments.chain",
-                False,
-                "trained without segment snapshots (training.segment_every: 0)",
-            )
-        )
+        why = "trained without segment snapshots (training.segment_every: 0)"
+        checks.append(absent("segments.chain", why))
         return _with(report, checks, CANNOT_VERIFY, notes)
     from dlm_git.lock.io import parse_lock_json
 
     lock_bytes = blobs.get(f"{sha}:{prefix}{LOCK_NAME}")
     if lock_bytes is None:
-        checks.append(Check("segments.replay", False, "no dlm.lock to replay against"))
-        return _with(report, checks, CANNOT_VERIFY, notes)
+        checks.append(failed("segments.replay", "no dlm.lock to replay against"))
+        return _with(report, checks, FAILED, notes)
     lock = parse_lock_json(lock_bytes, LOCK_NAME)
     with tempfile.TemporaryDirectory(prefix="dlm-git-segments-") as tmp:
         work = Path(tmp)
@@ -135,10 +143,10 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
                 root, blobs.get(f"{sha}:dvc.lock"), doc_rel, SEGMENTS_DIR, seg_dir
             )
         except DvcRecordError as exc:  # malformed is a failure, not an absence
-            checks.append(Check("segments.chain", False, f"malformed record: {exc.one_line()}"))
+            checks.append(failed("segments.chain", f"malformed record: {exc.one_line()}"))
             return _with(report, checks, FAILED, notes)
         if missing:
-            checks.append(Check("segments.chain", False, missing))
+            checks.append(absent("segments.chain", missing))
             return _with(report, checks, CANNOT_VERIFY, notes)
         from dlm_git.train.segments import read_boundaries
 
@@ -146,7 +154,7 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         gen = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
         digests, problem = check_chain(boundaries, gen, manifest, adapter_dir)
         checks.append(
-            Check(
+            judged(
                 "segments.chain",
                 problem is None,
                 problem
@@ -166,7 +174,7 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
                 f"cannot replay segments of a {setup.nproc}-rank training here (segment"
                 " replay runs one process; use --level replay)"
             )
-            checks.append(Check("segments.replay", False, why))
+            checks.append(absent("segments.replay", why))
             return _with(report, checks, CANNOT_VERIFY, notes)
         run_plan = plan(setup.device, setup.profile.name, None, setup.flags)
         if not numerics.can_run_in_process(run_plan.env):
@@ -187,19 +195,17 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
                 work,
             )
         except DlmGitError as exc:
-            checks.append(Check("segments.replay", False, f"cannot replay: {exc.one_line()}"))
+            checks.append(absent("segments.replay", f"cannot replay: {exc.one_line()}"))
             return _with(report, checks, CANNOT_VERIFY, notes)
     if not expectation.bits:
         notes.append(f"bit equality not expected: {expectation.reason}")
     for index, problem in results:
         start, end = boundaries[index - 1][0], boundaries[index][0]
-        checks.append(
-            Check(
-                "segments.replay",
-                problem is None,
-                problem or f"segment {index} (steps {start + 1}-{end}) bitwise identical",
-            )
-        )
+        done = f"segment {index} (steps {start + 1}-{end}) bitwise identical"
+        if problem is None:
+            checks.append(passed("segments.replay", done))
+        else:  # a divergence accuses only where bits were expected
+            checks.append((failed if expectation.bits else absent)("segments.replay", problem))
     ok = all(c.ok for c in checks)
     # A diverging segment accuses only where bits were expected.
     verdict = SEGMENTS_OK if ok else (Verdict.MISMATCH if expectation.bits else CANNOT_VERIFY)
@@ -223,12 +229,14 @@ def segment_doc_in_child(
     proc = subprocess.run(argv, cwd=root, env=env_child, capture_output=True, text=True)
     try:
         doc = json.loads(proc.stdout)["documents"][0]
-        checks = [Check(str(c["name"]), bool(c["ok"]), str(c["detail"])) for c in doc["checks"]]
+        checks = [
+            Check(str(c["name"]), Outcome(c["state"]), str(c["detail"])) for c in doc["checks"]
+        ]
         verdict = Verdict(str(doc["verdict"]))
     except (ValueError, KeyError, IndexError, TypeError):
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         why = lines[-1] if lines else f"exit {proc.returncode}"
-        checks = [*report.checks, Check("segments.replay", False, f"cannot replay: {why}")]
+        checks = [*report.checks, absent("segments.replay", f"cannot replay: {why}")]
         return _with(report, checks, CANNOT_VERIFY, [])
     known = {"doc", "level", "verdict", "checks", "adapter_sha256", "notes", "passed", "failed"}
     return DocReport(
@@ -258,6 +266,7 @@ def replay_segments(
     from dlm_git.base.resolve import resolve_base
     from dlm_git.determinism import prepare
     from dlm_git.doc.load import load_document
+    from dlm_git.doc.sources import Outside
     from dlm_git.train.loop import make_trainer, train_loop
     from dlm_git.train.pipeline import tokenize_document
     from dlm_git.train.run import build_model, loop_config, resolve_precision
@@ -269,7 +278,7 @@ def replay_segments(
     tree = work / "tree"
     if revdoc.materialize(root, doc_rel, sha, tree) is None:
         raise DlmGitError(doc_rel, "no single .dlm in the document directory at this commit")
-    loaded = load_document(tree / doc_rel)
+    loaded = load_document(tree / doc_rel, Outside.REFUSE)  # a commit's inputs only
     training = loaded.doc.frontmatter.training
     resolved = resolve_base(
         loaded.doc.frontmatter.base_model,

@@ -1,9 +1,10 @@
 """The verdicts this machine's `dlm-git verify COMMIT` reached: the auditor's own memory.
 
 Invariants:
-- Machine-local: `dlm-git/verdicts.json` inside the git directory (`.git/`), so verifying
-  writes nothing into the work tree; never committed and never read from a commit (what a
-  commit says about itself is its `verify.json`, which `dlm-git log` shows apart).
+- Machine-local: `verdicts.json` in the work tree's state directory inside the git
+  directory (`dlm_git.statedir`), so verifying writes nothing into the work tree; never
+  committed and never read from a commit (what a commit says about itself is its
+  `verify.json`, which `dlm-git log` shows apart).
 - One entry per (commit, document): the last verdict reached, its level and when (UTC
   seconds). Written atomically; a damaged or foreign file is ignored and replaced.
 - Bounded: the MAX_COMMITS most recently verified commits are kept.
@@ -17,21 +18,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from dlm_git import gitio
 from dlm_git.errors import DlmGitError
-from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.fsutil import MAX_RECORD_BYTES, atomic_write_bytes, read_regular
 from dlm_git.hashing import canonical_json
 from dlm_git.safeparse import load_json
+from dlm_git.statedir import state_path
 from dlm_git.verify.report import DocReport
 
-STORE = "dlm-git/verdicts.json"
+STORE = "verdicts.json"
 MAX_COMMITS = 10_000
 
 
 def known(root: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """commit -> document -> {"verdict", "level", "at"} (empty when none or damaged)."""
     try:
-        data = load_json(_path(root).read_bytes())
+        data = load_json(read_regular(_path(root), MAX_RECORD_BYTES, follow_symlinks=False))
     except (OSError, ValueError, DlmGitError):
         return {}
     if not isinstance(data, dict):
@@ -61,7 +62,7 @@ def remember(root: Path, sha: str, reports: Iterable[DocReport]) -> None:
 
 
 def _path(root: Path) -> Path:
-    return gitio.git_path(STORE, root)
+    return state_path(root, STORE)
 
 
 def _entry_ok(entry: object) -> bool:

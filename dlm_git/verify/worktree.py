@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from dlm_git.errors import missing_stack_module
+from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
 from dlm_git.layout import PIPELINE_TINY_DIR, DocLayout, find_document, repo_root_of
 from dlm_git.verify.checks import (
     Checks,
@@ -18,14 +19,20 @@ from dlm_git.verify.checks import (
     record_checks,
     sources_checks,
 )
-from dlm_git.verify.report import FAILED, VERIFIED, DocReport
+from dlm_git.verify.report import DocReport, verdict_of
 
 
 def _read(path: Path) -> bytes | None:
+    """The work tree's record (None when absent or a directory; a FIFO or device there is
+    `NotRegularFile`, one line, never a hang)."""
     try:
-        return path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
+        return read_regular(path, MAX_RECORD_BYTES)
+    except FileNotFoundError:
         return None
+    except NotRegularFile:
+        if path.is_dir():
+            return None
+        raise
 
 
 TINY_REVISION_RE = re.compile(r"^tiny-[0-9a-f]{16}$")
@@ -103,7 +110,7 @@ def verify_worktree(
     manifest, lock = record_checks(checks, files)
     adapter_sha = None
     if manifest is not None:
-        sources_checks(checks, manifest, doc_path, repo_root)
+        sources_checks(checks, manifest, doc_path, repo_root, read_outside=True)
         # A missing adapter/ (not pulled yet) is a failed check in each check, never a crash.
         adapter_dir = layout.adapter if layout.adapter.is_dir() else None
         adapter_checks(checks, manifest, adapter_dir)
@@ -122,7 +129,7 @@ def verify_worktree(
     return DocReport(
         doc=doc_rel,
         level="hash",
-        verdict=VERIFIED if checks.ok else FAILED,
+        verdict=verdict_of(checks.items),
         checks=checks.items,
         adapter_sha256=adapter_sha.sha256 if adapter_sha else None,
         extra={"determinism_class": lock["determinism_class"]} if lock else {},

@@ -312,3 +312,142 @@ def test_a_policy_file_that_is_no_key_is_reported_never_trusted(
     assert result.code == 0 and result.verdict == "VERIFIED", result.explain()
     notes = result.doc.get("notes", [])
     assert any(".dlm-keys/junk.pem is not an EC public key" in n for n in notes), notes
+
+
+# ------------------------------------------- a stale signature at commit time, required or not
+# `dlm-git.requireSignature` is NOT set below: a dlm.sig that no longer signs the staged
+# records (or is malformed) is still refused, because `verify` would fail the commit and
+# the pre-push hook refuse it. Only a missing or untrusted signature depends on the setting.
+
+
+@pytest.fixture
+def committed_signed(signed: Signed) -> Signed:
+    """The signed repository with the hooks installed; signatures not required."""
+    assert (
+        sh(signed.forge.root, sys.executable, "-m", "dlm_git", "hooks", "install").returncode == 0
+    )
+    assert "requireSignature" not in signed.forge.git("config", "--list")
+    return signed
+
+
+def retrain(root: Path, prose: str) -> None:
+    """Edit the document and re-run the pipeline (a real training, no key configured)."""
+    doc = root / DOC / f"{DOC}.dlm"
+    doc.write_text(doc.read_text("utf-8") + f"\n{prose}\n", "utf-8")
+    proc = sh(root, sys.executable, "-m", "dvc", "repro")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def commit(root: Path, message: str) -> subprocess.CompletedProcess[str]:
+    assert sh(root, "git", "add", "-A").returncode == 0
+    return sh(root, "git", "commit", "-q", "-m", message)
+
+
+def refused_for_signature(proc: subprocess.CompletedProcess[str], words: str) -> None:
+    """Exit 1, one finding line that names what is wrong and both fixes, then the summary."""
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("dlm-git: ERROR")]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr
+    line = errors[0]
+    assert words in line, line
+    assert f"dlm-git sign --doc {DOC}" in line and f"git rm -f {SIG}" in line, line
+    assert "commit refused" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted-key", "untrusted-key"])
+def test_a_retrain_after_signing_is_refused_at_commit(
+    committed_signed: Signed, trusted: bool
+) -> None:
+    s, root = committed_signed, committed_signed.forge.root
+    if not trusted:  # the binding is judged without trusting the key
+        s.forge.git("config", "--unset-all", "dlm-git.trustedKeys")
+    retrain(root, "A paragraph added after the document was signed.")
+    proc = commit(root, "retrained, not re-signed")
+    refused_for_signature(proc, "does not sign the staged records")
+    assert "manifest.json" in proc.stderr and f"{DOC}.dlm" in proc.stderr, proc.stderr
+    s.sign()  # the honest fix: re-sign, stage dlm.sig
+    proc = commit(root, "retrained and re-signed")
+    assert proc.returncode == 0 and "signature" not in proc.stderr, proc.stderr
+    assert s.forge.verify("HEAD").code == 0
+
+
+def test_a_signature_over_another_document_is_refused_at_commit(committed_signed: Signed) -> None:
+    import shutil
+
+    s, root = committed_signed, committed_signed.forge.root
+    other = root / "other"
+    shutil.copytree(root / DOC, other, ignore=shutil.ignore_patterns("dlm.sig"))
+    (other / f"{DOC}.dlm").write_text(
+        (other / f"{DOC}.dlm").read_text("utf-8") + "\nAnother document's prose.\n", "utf-8"
+    )
+    s.sign(doc="other")  # genuine, by the trusted key, over the other document's records
+    s.forge.write(SIG, (other / "dlm.sig").read_bytes())
+    shutil.rmtree(other)
+    proc = commit(root, "another document's signature copied in")
+    refused_for_signature(proc, f"{DOC}.dlm")
+    assert sh(root, "git", "rm", "-qf", SIG).returncode == 0  # the other fix: remove it
+    proc = sh(root, "git", "commit", "-q", "-m", "signature removed")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_stale_signature_staged_alone_is_refused(committed_signed: Signed) -> None:
+    """The records were retrained and committed unsigned (honest: the old signature was
+    removed); the old dlm.sig is then brought back and staged by itself."""
+    s, root = committed_signed, committed_signed.forge.root
+    old = s.forge.read(SIG)
+    retrain(root, "Retrained; the signature goes.")
+    assert sh(root, "git", "rm", "-q", SIG).returncode == 0
+    proc = commit(root, "retrained, signature removed")
+    assert proc.returncode == 0, proc.stderr
+    s.forge.write(SIG, old)
+    assert sh(root, "git", "add", SIG).returncode == 0
+    assert sh(root, "git", "diff", "--cached", "--name-only").stdout.split() == [SIG]
+    proc = sh(root, "git", "commit", "-q", "-m", "the old signature, alone")
+    refused_for_signature(proc, "signed other bytes of")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda b: b[: len(b) // 2], lambda b: b"[]"],
+    ids=["truncated", "not-a-bundle"],
+)
+def test_a_malformed_signature_is_refused_at_commit(committed_signed: Signed, damage: Any) -> None:
+    root = committed_signed.forge.root
+    committed_signed.forge.write(SIG, damage(committed_signed.forge.read(SIG)))
+    refused_for_signature(commit(root, "damaged signature"), "dlm.sig")
+
+
+def test_an_untrusted_signature_stays_a_note_when_not_required(committed_signed: Signed) -> None:
+    """Trust is the auditor's setting: without requireSignature a valid binding by a key
+    no one trusts here commits (verify reports it in a note); with it, it is refused."""
+    s, root = committed_signed, committed_signed.forge.root
+    s.sign("mallory")  # over exactly the staged records
+    proc = commit(root, "signed by mallory")
+    assert proc.returncode == 0, proc.stderr
+    assert any("not trusted" in n for n in s.forge.verify("HEAD").doc["notes"])
+    s.forge.git("config", "dlm-git.requireSignature", "true")
+    s.forge.write(f"{DOC}/README.txt", b"a file beside the document\n")
+    proc = commit(root, "touch the document, signatures required")
+    assert proc.returncode == 1 and "is not trusted" in proc.stderr, proc.stderr
+
+
+def test_the_hook_reads_no_key_for_an_unsigned_document(
+    forge: Any, keys: dict[str, tuple[Path, Path]]
+) -> None:
+    """Signed or not is known from the index: an unsigned document costs the hook no key
+    and no `cryptography` import, even with trusted keys configured."""
+    Signed(forge, keys).trust()
+    forge.write(f"{DOC}/README.txt", b"a file beside the document\n")
+    assert sh(forge.root, "git", "add", "-A").returncode == 0
+
+    def imported() -> set[str]:
+        argv = [sys.executable, "-X", "importtime", "-m", "dlm_git.hooks.pre_commit"]
+        proc = sh(forge.root, *argv)
+        assert proc.returncode == 0, proc.stderr
+        lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")]
+        return {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in lines}
+
+    modules = imported()
+    assert "dlm_git" in modules and "cryptography" not in modules, sorted(modules)
+    Signed(forge, keys).sign()  # signed: the trusted key is read and the signature checked
+    assert sh(forge.root, "git", "add", "-A").returncode == 0
+    assert "cryptography" in imported()

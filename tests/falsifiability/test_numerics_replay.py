@@ -23,6 +23,15 @@ pytestmark = pytest.mark.skipif(
 
 # The environment of a CPU whose kernels differ from AVX2's (as an AVX512 box's would).
 FOREIGN_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+# What an aarch64 machine records under the portable armv8-a profile.
+ARM_RECORD = {
+    "numerics": "armv8-a",
+    "machine": "aarch64",
+    "cpu_capability": "DEFAULT",
+    "mkl_cbwr": None,
+    "onednn_max_cpu_isa": "ADVANCED_SIMD",
+    "openblas_coretype": "ARMV8",
+}
 # A record from before numerics profiles: only the flags the old trainer wrote.
 LEGACY_FLAGS = ("cpu_capability", "deterministic_algorithms", "device", "machine", "threads")
 
@@ -67,7 +76,8 @@ def test_no_expected_bits_and_nothing_to_compare_is_cannot_verify_not_mismatch(
     forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The false accusation of issue 12: a record whose kernel path this machine does not
-    take, replayed with the recorded adapter absent from the DVC cache."""
+    take, replayed with the recorded adapter absent from the DVC cache; without the
+    auditor's --tolerance, and with it."""
     legacy(forge)
     forgery.assert_verified(forge.verify("HEAD"))
     shutil.rmtree(forge.root / ".dvc" / "cache")
@@ -75,8 +85,11 @@ def test_no_expected_bits_and_nothing_to_compare_is_cannot_verify_not_mismatch(
     result = forge.verify_cli("HEAD", "--level", "replay")
     assert result.code == 1 and result.verdict == "CANNOT_VERIFY", result.explain()
     detail = result.check("replay")["detail"]
-    assert "bit equality not expected" in detail and "no numerics profile" in detail, detail
-    assert "not available to compare within tolerance" in detail, detail
+    assert "bit equality not expected" in detail and "numerics None ->" in detail, detail
+    assert "--tolerance" in detail, detail
+    asked = forge.verify_cli("HEAD", "--level", "replay", "--tolerance", "1e-3")
+    assert asked.code == 1 and asked.verdict == "CANNOT_VERIFY", asked.explain()
+    assert "not available to compare within tolerance" in asked.check("replay")["detail"]
 
 
 @pytest.mark.slow
@@ -104,8 +117,10 @@ def test_a_tolerance_comparison_that_ran_and_failed_is_a_mismatch(
     forge.write("params.yaml", (params + "verify:\n  tolerance:\n    max_rel_l2: .inf\n").encode())
     forge.commit("a generous tolerance")
     foreign(monkeypatch, {"MKL_CBWR": "COMPATIBLE"})
-    close = forge.verify_cli("HEAD", "--level", "replay")
-    assert close.verdict == "WITHIN_TOLERANCE", close.explain()
+    unasked = forge.verify_cli("HEAD", "--level", "replay")
+    assert unasked.code == 1 and unasked.verdict == "CANNOT_VERIFY", unasked.explain()
+    close = forge.verify_cli("HEAD", "--level", "replay", "--tolerance", "1e-3")
+    assert close.code == 0 and close.verdict == "WITHIN_TOLERANCE", close.explain()
     strict = forge.verify_cli("HEAD", "--level", "replay", "--tolerance", "0")
     assert strict.code == 1 and strict.verdict == "MISMATCH", strict.explain()
     assert "tolerance 0" in strict.check("replay")["detail"], strict.explain()
@@ -120,7 +135,7 @@ def test_an_unusable_tolerance_is_refused(forge: Any, value: str) -> None:
 @pytest.mark.parametrize(
     ("flags", "verdict", "needle"),
     [
-        ({"numerics": "armv8-a"}, "CANNOT_VERIFY", "needs an aarch64 CPU"),
+        (ARM_RECORD, "CANNOT_VERIFY", "needs an aarch64 CPU"),
         ({"numerics": "x86-64-v9"}, "CANNOT_VERIFY", "unknown numerics profile 'x86-64-v9'"),
         ({"threads": -1}, "FAILED", "threads -1"),
         ({"threads": "abc"}, "FAILED", "threads 'abc'"),
@@ -149,7 +164,12 @@ def test_a_recorded_setup_this_machine_cannot_run_or_that_is_malformed(
     forge.commit("another setup")
     result = forge.verify("HEAD", "--level", "replay")  # refused before anything trains
     assert result.code == 1 and result.verdict == verdict, result.explain()
-    assert needle in result.check("replay.profile")["detail"], result.explain()
+    # a malformed value is refused when the lock is read (lock.parse, and the replay
+    # launches nothing); a well-formed record this machine cannot run, by replay.profile
+    name = "replay.profile" if verdict == "CANNOT_VERIFY" else "replay"
+    assert needle in result.check(name)["detail"], result.explain()
+    if verdict == "FAILED":
+        assert needle in result.check("lock.parse")["detail"], result.explain()
 
 
 def test_cuda_recorded_on_a_machine_without_cuda_names_what_would_verify_it(forge: Any) -> None:

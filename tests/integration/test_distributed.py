@@ -188,7 +188,9 @@ def test_a_hostile_world_size_is_not_launched(repo: Path, forgery: ModuleType) -
     forge.commit("hostile world size")
     result = forge.verify_cli("HEAD", "--level", "replay")
     assert result.code == 1 and result.verdict == "FAILED", result.explain()
-    assert "world_size 1000000" in result.check("replay.profile")["detail"]
+    assert "world_size 1000000" in result.check("lock.parse")["detail"], result.explain()
+    replay = result.check("replay")
+    assert "nothing replayed" in replay["detail"], result.explain()  # refused when read
 
 
 # --------------------------------------------------------------------------- a killed rank

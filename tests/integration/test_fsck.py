@@ -24,8 +24,9 @@ from dlm_git.history.statrecord import RACY_NS
 
 pytestmark = pytest.mark.slow
 
-RECORD = ".dlm-git/fsck-record.json"
-TOKENS = ".dlm-git/token-cache"
+STATE = ".git/dlm-git"  # machine-local state: in the git directory, out of commits' reach
+RECORD = f"{STATE}/fsck-record.json"
+TOKENS = f"{STATE}/token-cache"
 
 
 def fsck(forge: Any, *args: str) -> Any:
@@ -325,7 +326,7 @@ def test_repair_quarantines_byte_for_byte_and_refetches_from_the_remote(
     payload = result.payload
     assert payload["ok"] is True and payload["dvc_cache"]["corrupted"] == 0
     quarantine = forge.root / payload["quarantine"]
-    assert quarantine.is_dir() and quarantine.parent == forge.root / ".dlm-git" / "quarantine"
+    assert quarantine.is_dir() and quarantine.parent == forge.root / STATE / "quarantine"
     repairs = {r["path"]: r for r in payload["repairs"]}
     weights = repairs[rel(forge, forge.cache_path(md5))]
     assert weights["outcome"] == "repaired"

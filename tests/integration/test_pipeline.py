@@ -205,7 +205,8 @@ def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo
     for path in tracked:
         assert not path.startswith((f"{DOC}/adapter/", f"{DOC}/tokens/", f"{TINY_DIR}/")), path
         assert not path.startswith(".dlm-git/") and not path.endswith("run.json"), path
-    assert (repo / ".dlm-git").is_dir()  # the token cache exists, and is ignored
+    assert (repo / ".git" / "dlm-git" / "token-cache").is_dir()  # in the git dir
+    assert not (repo / ".dlm-git").exists()  # nothing in the work tree
 
 
 def test_second_repro_is_a_no_op(repo: Path) -> None:

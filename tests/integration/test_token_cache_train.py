@@ -101,7 +101,7 @@ def make_doc(repo: Path, n_files: int = N_FILES, **kwargs: Any) -> Path:
 
 
 def cache_dir(repo: Path) -> Path:
-    return repo / ".dlm-git" / "token-cache"
+    return repo / ".git" / "dlm-git" / "token-cache"  # in the git dir: no commit reaches it
 
 
 def entry_files(root: Path) -> list[Path]:

@@ -85,8 +85,8 @@ def test_retraining_in_a_fresh_process_is_byte_identical(
 
 def test_retraining_leaves_git_status_clean(trained_repo: Path, train: RunCli) -> None:
     repo = trained_repo.parent
-    # adapter/ is DVC's, run.json is machine-specific, .dlm-git/ is the token cache.
-    (repo / ".gitignore").write_text("adapter/\nrun.json\n.dlm-git/\n", "utf-8")
+    # adapter/ is DVC's, run.json is machine-specific; the token cache is in .git/dlm-git/.
+    (repo / ".gitignore").write_text("adapter/\nrun.json\n", "utf-8")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "trained")
     tracked = set(git(repo, "ls-files").split())
@@ -99,7 +99,7 @@ def test_retraining_leaves_git_status_clean(trained_repo: Path, train: RunCli) -
         assert code == 0, err
         assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
     ignored = git(repo, "status", "--porcelain", "--ignored").splitlines()
-    assert sorted(ignored) == ["!! .dlm-git/", "!! demo/adapter/", "!! demo/run.json"]
+    assert sorted(ignored) == ["!! demo/adapter/", "!! demo/run.json"]
 
 
 # --------------------------------------------------------------------------- the adapter

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from dlm_git.hashing import sha256_bytes
-from dlm_git.hooks import hashcache as hashcache_module
 from dlm_git.hooks.hashcache import HashCache
 
 # --------------------------------------------------------------------------- hash cache
@@ -27,7 +26,7 @@ def test_hash_cache_hits_without_reading_and_misses_on_change(
         calls.append(fh.name)
         return real(fh, name)
 
-    monkeypatch.setattr(hashcache_module.hashlib, "file_digest", counting)
+    monkeypatch.setattr(hashlib, "file_digest", counting)
     f = tmp_path / "weights.bin"
     f.write_bytes(b"abc")
     cache = HashCache(tmp_path)

@@ -15,9 +15,10 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dlm_git"
 
 LAYERS: list[set[str]] = [
     {"errors"},
+    {"fsutil"},
     {"merkle", "safetensors_header"},
-    {"hashing", "fsutil", "safeparse", "numerics", "topology", "layout", "gitio", "versions"},
-    {"output", "dvcfiles", "token_stream"},
+    {"hashing", "safeparse", "numerics", "topology", "layout", "gitio", "versions"},
+    {"output", "dvcfiles", "token_stream", "statedir"},
     {"doc", "base", "lock", "manifest"},
     {"determinism", "cache", "docset", "revdoc", "sign"},
     {"train"},

@@ -153,26 +153,52 @@ def test_bits_are_expected_under_the_same_profile_facts_and_versions() -> None:
             {k: v for k, v in V3_FLAGS.items() if k != "numerics"},
             V3_FLAGS,
             VERSIONS,
-            "no numerics profile",
+            "numerics None -> 'x86-64-v3'",
         ),
-        ({**V3_FLAGS, "numerics": "x86-64-v9"}, V3_FLAGS, VERSIONS, "unknown profile"),
-        ({**V3_FLAGS, "numerics": "armv8-a"}, V3_FLAGS, VERSIONS, "class best-effort"),
-        ({**V3_FLAGS, "deterministic_algorithms": False}, V3_FLAGS, VERSIONS, "advisory"),
+        ({**V3_FLAGS, "numerics": "x86-64-v9"}, V3_FLAGS, VERSIONS, "'x86-64-v9' -> 'x86-64-v3'"),
+        ({**V3_FLAGS, "numerics": "armv8-a"}, V3_FLAGS, VERSIONS, "'armv8-a' -> 'x86-64-v3'"),
+        (
+            {**V3_FLAGS, "deterministic_algorithms": False},
+            V3_FLAGS,
+            VERSIONS,
+            "deterministic_algorithms False -> True",
+        ),
         (
             {**V3_FLAGS, "numerics": NATIVE, "cpu_vendor": "GenuineIntel", "cpu_isa": "avx512"},
             {**V3_FLAGS, "numerics": NATIVE, "cpu_vendor": "AuthenticAMD", "cpu_isa": "avx512"},
             VERSIONS,
             "cpu_vendor 'GenuineIntel' -> 'AuthenticAMD'",
         ),
+        (V3_FLAGS, V3_FLAGS, {**VERSIONS, "numpy": "1.26.4"}, "numpy 1.26.4 -> "),
     ],
-    ids=["threads", "versions", "legacy", "unknown", "unmeasured", "nondeterministic", "vendor"],
+    ids=[
+        "threads",
+        "versions",
+        "legacy",
+        "unknown",
+        "unmeasured",
+        "nondeterministic",
+        "vendor",
+        "numpy",
+    ],
 )
 def test_bits_are_not_expected_and_the_reason_says_why(
     recorded: dict[str, Any], replayed: dict[str, Any], versions: dict[str, str], reason: str
 ) -> None:
+    """Another environment recorded: no bits expected, and what differs is named."""
     e = numerics.expect_bits(recorded, replayed, versions, VERSIONS, "cpu")
     assert not e.bits
     assert reason in e.reason, e.reason
+    assert e.differs and any(reason.strip(" ->") in d for d in e.differs), e.differs
+
+
+def test_the_promise_is_judged_from_the_replays_own_facts() -> None:
+    """The record cannot lower the bar: the class comes from what the replay observed.
+    A replay that itself ran without deterministic algorithms promises nothing, whatever
+    the record says."""
+    loose = {**V3_FLAGS, "deterministic_algorithms": False}
+    e = numerics.expect_bits(V3_FLAGS, loose, VERSIONS, VERSIONS, "cpu")
+    assert not e.bits and "advisory" in e.reason and not e.differs, e
 
 
 def test_cuda_is_best_effort_until_a_tier_is_measured() -> None:

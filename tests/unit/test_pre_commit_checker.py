@@ -133,7 +133,6 @@ def test_no_drift_no_findings(checker: Checker) -> None:
         (("hardware_tier",), "cuda", "WARN"),
         (("determinism_flags", "threads"), 4, "WARN"),
         (("determinism_class",), "best_effort", "WARN"),
-        (("unknown_field",), "x", "ERROR"),
     ],
 )
 def test_lock_drift_severity(
@@ -147,6 +146,25 @@ def test_lock_drift_severity(
     checker.check_lock(state(lock=lock, head_lock=LOCK))
     assert levels(checker) == [(level, "lock.drift")]
     assert f"lock drift: {'.'.join(path)} changed" in checker.findings[0].what
+
+
+@pytest.mark.parametrize(
+    "path",
+    [("unknown_field",), ("determinism_flags", "bits_expected"), ("pinned_versions", "kernels")],
+)
+def test_a_key_no_dlm_git_writes_is_a_malformed_lock_not_drift(
+    checker: Checker, path: tuple[str, ...]
+) -> None:
+    """Refused however it is accepted: a malformed record is not a drift to accept."""
+    lock = copy.deepcopy(LOCK)
+    target = lock
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = "x"
+    lock["supersedes"] = sha256_bytes(canonical_json(LOCK))
+    checker.check_lock(state(lock=lock, head_lock=canonical_json(LOCK)))
+    assert levels(checker) == [("ERROR", "lock")]
+    assert "malformed lock" in checker.findings[0].what and path[-1] in checker.findings[0].what
 
 
 def test_dlm_sha_change_is_allowed(checker: Checker) -> None:
@@ -407,21 +425,22 @@ Body.
 """
 
 
-def _worktree_root(doc: Path) -> str:
-    """The sources root training would record from the work tree as it is now."""
+def _worktree_sources(doc: Path) -> dict[str, Any]:
+    """The sources record training would write from the work tree as it is now."""
     from dlm_git.doc.parser import parse_document
     from dlm_git.doc.sources import expand_sources
     from dlm_git.manifest.records import sources_record
 
     expanded = expand_sources(parse_document(doc), doc.parent.parent)
-    return sources_record((f.relpath, f.sha256, f.size) for f in expanded.files).merkle_root
+    record = sources_record((f.relpath, f.sha256, f.size) for f in expanded.files)
+    return record.model_dump(mode="json")
 
 
 def _record(repo: Path, doc: Path) -> dict[str, Any]:
     """A manifest binding the work tree's .dlm and sources (what a fresh train writes)."""
     m = copy.deepcopy(MANIFEST)
     m["dlm_sha256"] = sha256_bytes(doc.read_bytes())
-    m["sources"] = {"merkle_root": _worktree_root(doc)}
+    m["sources"] = _worktree_sources(doc)
     return m
 
 
@@ -465,10 +484,10 @@ def test_unchanged_sources_are_not_re_expanded(
     doc.write_text(SOURCES_DOC + "More body.\n")  # retrained after a body edit
     git(repo, "add", "doc/doc.dlm")
 
-    def boom(self: Checker, s: DocState) -> str:
+    def boom(self: Checker, s: DocState, m: dict[str, Any]) -> bool:
         raise AssertionError("re-expanded sources that are unchanged since HEAD")
 
-    monkeypatch.setattr(Checker, "sources_root", boom)
+    monkeypatch.setattr(Checker, "staged_sources", boom)
     assert _stale_findings(repo, _record(repo, doc)) == []
 
 
@@ -521,7 +540,7 @@ def test_symlinked_sources_are_re_expanded(
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "a symlinked source")
     called: list[str] = []
-    monkeypatch.setattr(Checker, "sources_root", lambda self, s: called.append(s.rel) or "x")
+    monkeypatch.setattr(Checker, "staged_sources", lambda self, s, m: called.append(s.rel) or False)
     staged = gitio.staged_paths(repo)
     (s,) = pre_commit.load_states(repo, ["doc"], symlinks=(links := []))
     assert links == ["doc/notes/link.md"]
@@ -531,6 +550,8 @@ def test_symlinked_sources_are_re_expanded(
 
 
 def test_sources_outside_the_repository_warn(git_repo: Path) -> None:
+    from dlm_git.manifest.records import sources_record
+
     text = SOURCES_DOC.replace("path: notes", "path: ../../shared").replace(
         "training:\n", "training:\n  sources_policy: permissive\n"
     )
@@ -538,11 +559,62 @@ def test_sources_outside_the_repository_warn(git_repo: Path) -> None:
     (git_repo / "doc" / "doc.dlm").write_text(text)
     git(git_repo, "add", ".")
     (s,) = pre_commit.load_states(git_repo, ["doc"])
-    m = {**MANIFEST, "dlm_sha256": sha256_bytes(text.encode())}
+    outside = sources_record([("../../shared/a.md", "ab" * 32, 3)]).model_dump(mode="json")
+    m = {**MANIFEST, "dlm_sha256": sha256_bytes(text.encode()), "sources": outside}
     c = Checker(git_repo, strict=False, staged=["doc/doc.dlm"])
     c.check_stale(s, m)
     assert levels(c) == [("WARN", "stale")]
     assert "outside the repository (../../shared)" in c.findings[0].what
+
+
+@pytest.mark.parametrize("edit", ["changed", "new", "gone"])
+def test_sources_inside_are_checked_beside_outside_ones(
+    git_repo: Path, tmp_path: Path, edit: str
+) -> None:
+    """A document with sources outside the repository (not in git: WARN) still has the
+    files inside it compared: an in-repo source edited, added or removed without
+    retraining is stale, whatever is outside."""
+    from dlm_git.manifest.records import sources_record
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "s.md").write_text("outside fact\n")
+    text = SOURCES_DOC.replace(
+        '      include: ["*.md"]\n', f'      include: ["*.md"]\n    - path: {shared}\n'
+    ).replace("training:\n", "training:\n  sources_policy: permissive\n")
+    doc = git_repo / "doc" / "doc.dlm"
+    (git_repo / "doc" / "notes").mkdir(parents=True)
+    doc.write_text(text)
+    (git_repo / "doc" / "notes" / "a.md").write_text("fact a\n")
+    (git_repo / "doc" / "notes" / "b.md").write_text("fact b\n")
+    trained = _worktree_sources(doc)  # what train records: inside and outside files
+    assert [f["relpath"] for f in trained["files"]] == [
+        "notes/a.md",
+        "notes/b.md",
+        f"{shared}/s.md",
+    ]
+    m = {**MANIFEST, "dlm_sha256": sha256_bytes(doc.read_bytes()), "sources": trained}
+    git(git_repo, "add", ".")
+    (s,) = pre_commit.load_states(git_repo, ["doc"])
+    honest = Checker(git_repo, strict=False, staged=gitio.staged_paths(git_repo))
+    honest.check_stale(s, m)
+    assert levels(honest) == [("WARN", "stale")]
+    if edit == "changed":
+        (git_repo / "doc" / "notes" / "a.md").write_text("fact a, edited\n")
+    elif edit == "new":
+        (git_repo / "doc" / "notes" / "c.md").write_text("fact c\n")
+    else:
+        (git_repo / "doc" / "notes" / "b.md").unlink()
+    git(git_repo, "add", "-A")
+    assert (
+        sources_record((f["relpath"], f["sha256"], f["size"]) for f in trained["files"]).merkle_root
+        == trained["merkle_root"]
+    )
+    (s,) = pre_commit.load_states(git_repo, ["doc"])
+    c = Checker(git_repo, strict=False, staged=gitio.staged_paths(git_repo))
+    c.check_stale(s, m)
+    assert levels(c) == [("WARN", "stale"), ("ERROR", "stale")]
+    assert c.findings[1].what == "staged sources differ from those manifest.json was trained on"
 
 
 # --------------------------------------------------------------------------- discovery

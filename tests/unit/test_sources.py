@@ -415,17 +415,23 @@ def test_moving_a_file_changes_its_section_id(git_repo: Path, write_doc: WriteDo
     assert before.section_id != after.section_id
 
 
-def test_source_text_normalized_but_sha256_of_raw_bytes(
+def test_source_text_normalized_and_hashed_as_git_stores_it(
     git_repo: Path, write_doc: WriteDoc
 ) -> None:
+    """The recorded sha256 and size are of the bytes with each CRLF as LF (what git stores
+    for a text file; BOM and lone CR kept, as git keeps them); the raw ones are kept to
+    re-check the file and to judge older records."""
     raw = b"\xef\xbb\xbfline one\r\nline two\rline three\n"
+    stored = b"\xef\xbb\xbfline one\nline two\rline three\n"
     put(git_repo, "crlf/n.txt", raw)
     put(git_repo, "lf/n.txt", b"line one\nline two\nline three\n")
     doc = write_doc(git_repo, frontmatter=sources_yaml("path: crlf", "path: lf"))
     crlf, lf = expand(doc).files
     assert crlf.read_text() == lf.read_text() == "line one\nline two\nline three\n"
-    assert crlf.sha256 == hashlib.sha256(raw).hexdigest()
-    assert crlf.size == len(raw)
+    assert crlf.sha256 == hashlib.sha256(stored).hexdigest()
+    assert crlf.size == len(stored)
+    assert (crlf.raw_sha256, crlf.raw_size) == (hashlib.sha256(raw).hexdigest(), len(raw))
+    assert (lf.raw_sha256, lf.raw_size) == (lf.sha256, lf.size)
     assert lf.sha256 != crlf.sha256
     # the row differs only by its relpath: its id hashes the normalized text, not the bytes
     assert crlf.section().content == "# source: crlf/n.txt\n\nline one\nline two\nline three\n"
@@ -461,7 +467,7 @@ def test_source_rows_digest_follows_the_row_ids(git_repo: Path, write_doc: Write
     a, b = expand(doc).files
     digest = source_rows_digest([a, b])
     assert digest == source_rows_digest(expand(doc).files)
-    put(git_repo, "src/b.txt", "beta\r\n")  # other bytes, same normalized text: same row
+    put(git_repo, "src/b.txt", b"\xef\xbb\xbfbeta\r")  # other bytes, same text: same row
     b_crlf = expand(doc).files[1]
     assert b_crlf.sha256 != b.sha256 and b_crlf.section_id == b.section_id
     assert source_rows_digest([a, b_crlf]) == digest

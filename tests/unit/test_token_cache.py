@@ -3,7 +3,7 @@ concurrent writers and layout.
 
 Documents here pull a directory of small generated text files in through
 `training.sources`, so there are many cheap rows; tokenizing them with the tiny base takes
-a fraction of a second. The cache lives in `<repo>/.dlm-git/token-cache` (the
+a fraction of a second. The cache lives in `<repo>/.git/dlm-git/token-cache` (the
 `DLM_GIT_CACHE_DIR` override is removed by tests/conftest.py unless a test sets it).
 """
 
@@ -130,7 +130,7 @@ def hits_misses(result: TokenizeResult) -> tuple[int, int, int]:
 
 
 def cache_dir(repo: Path) -> Path:
-    return repo / ".dlm-git" / "token-cache"
+    return repo / ".git" / "dlm-git" / "token-cache"  # in the git dir: no commit reaches it
 
 
 def entry_files(root: Path) -> dict[str, Path]:

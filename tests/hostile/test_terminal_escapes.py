@@ -1,0 +1,264 @@
+"""Text a commit chose never drives the terminal: file names, a section's first line, a
+frontmatter value, a forged record value and a commit's author reach the stdout and
+stderr of `show`, `diff`, `verify` (every level's text), `log`, error lines and the
+pre-commit and pre-push hooks as visible escapes (`\\x1b`, `\\u202e`, `\\r`; one line per
+finding), never as the characters themselves, and `--json` output still gives back
+every string exactly. Commands run as real subprocesses on real git repositories
+(`hostile_names_repo`: sources named with `ESCAPE_NAMES`, trained and committed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hostile_helpers import (
+    ESCAPE_NAMES,
+    ESCAPES,
+    Run,
+    assert_inert,
+    dlm_git,
+    escaped,
+    hook,
+)
+
+pytestmark = pytest.mark.slow
+
+ZERO = "0" * 40
+EVERY = "".join(ESCAPES.values())
+"""Every terminal-active character of `ESCAPES` in one string."""
+IN_LINE = "".join(v for k, v in ESCAPES.items() if k not in ("cr", "line_sep"))
+"""Those a line of a document can hold (CR and U+2028 end a line there)."""
+MARKUP = "[bold red]loud[/]"
+"""Rich markup: printed as these characters, never as a style."""
+
+
+def inert(result: Run, *codes: int) -> Run:
+    """`result` exited with one of `codes` (no traceback) and sent nothing a terminal
+    acts on, on either stream."""
+    why = f"exit {result.code}\nstdout: {result.stdout!r}\nstderr: {result.stderr!r}"
+    assert result.code in codes and "Traceback" not in result.stderr, why
+    assert_inert(result.stdout, where="stdout")
+    assert_inert(result.stderr, where="stderr")
+    return result
+
+
+def lines_with(text: str, needle: str) -> list[str]:
+    return [line for line in text.split("\n") if needle in line]
+
+
+def copy(repo: Path, forgery: Any, tmp_path: Path) -> Path:
+    return forgery.copy_repo(repo, tmp_path / "repo")  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- file names
+
+
+def test_show_prints_escape_names_escaped(
+    hostile_names_repo: Path, forgery: Any, tmp_path: Path
+) -> None:
+    root = copy(hostile_names_repo, forgery, tmp_path)
+    shown = inert(dlm_git(root, "show", forgery.DOC), 0).stdout
+    for name in ESCAPE_NAMES:
+        (line,) = lines_with(shown, f"notes/{escaped(name)}")
+        assert line.startswith("  ") and "source" in line, line
+    report = json.loads(inert(dlm_git(root, "show", forgery.DOC, "--json"), 0).stdout)
+    files = {f["relpath"] for f in report["sources"]["files"]}
+    assert {f"notes/{name}" for name in ESCAPE_NAMES} <= files, sorted(files)
+
+
+def test_diff_prints_added_escape_names_escaped(
+    hostile_names_repo: Path, forgery: Any, tmp_path: Path
+) -> None:
+    root = copy(hostile_names_repo, forgery, tmp_path)
+    text = inert(dlm_git(root, "diff", "HEAD~1", "HEAD"), 0).stdout
+    for name in ESCAPE_NAMES:
+        assert lines_with(text, f"  source   + notes/{escaped(name)}"), text
+    payload = json.loads(inert(dlm_git(root, "diff", "HEAD~1", "HEAD", "--json"), 0).stdout)
+    assert {f"notes/{n}" for n in ESCAPE_NAMES} <= set(_find_strings(payload)), payload
+
+
+def _find_strings(obj: Any) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = [*obj.keys(), *obj.values()]
+    if isinstance(obj, list):
+        return [s for item in obj for s in _find_strings(item)]
+    return []
+
+
+def _stale_source_commit(root: Path, forgery: Any) -> tuple[str, str]:
+    """Edit the escape-named sources after training and commit them (no hook): verify
+    fails at the sources check, whose detail names the changed files."""
+    for name in ESCAPE_NAMES[:4]:
+        (root / forgery.DOC / "notes" / name).write_text("edited after training\n", "utf-8")
+    forgery.commit_all(root, "stale sources")
+    return forgery.git(root, "rev-parse", "HEAD").strip(), ESCAPE_NAMES[0]
+
+
+@pytest.mark.parametrize("level", ["hash", "replay", "segments"])
+def test_verify_prints_a_failed_detail_escaped(
+    hostile_names_repo: Path, forgery: Any, tmp_path: Path, level: str
+) -> None:
+    root = copy(hostile_names_repo, forgery, tmp_path)
+    _, name = _stale_source_commit(root, forgery)
+    result = inert(dlm_git(root, "verify", "HEAD", "--level", level, timeout=600), 1)
+    (line,) = lines_with(result.stdout, "sources.root")
+    assert "FAIL" in line and escaped(f"notes/{name}") in line, result.stdout
+    verdict = lines_with(result.stdout, "verdict")[-1].split()[-1]
+    assert verdict in ("FAILED", "MISMATCH"), result.stdout
+    if level == "hash":
+        payload = json.loads(inert(dlm_git(root, "verify", "HEAD", "--json"), 1).stdout)
+        (doc,) = payload["documents"]
+        (check,) = [c for c in doc["checks"] if c["name"] == "sources.root"]
+        assert f"notes/{name}" in check["detail"], check
+
+
+def test_pre_push_prints_a_failed_detail_escaped(
+    hostile_names_repo: Path, forgery: Any, tmp_path: Path
+) -> None:
+    root = copy(hostile_names_repo, forgery, tmp_path)
+    sha, name = _stale_source_commit(root, forgery)
+    pushed = inert(hook(root, "pre_push", f"refs/heads/main {sha} refs/heads/main {ZERO}\n"), 1)
+    (line,) = lines_with(pushed.stderr, f"{forgery.DOC}@{sha[:12]}")
+    assert "ERROR" in line and escaped(f"notes/{name}") in line, pushed.stderr
+    assert pushed.stderr.endswith("push refused\n"), pushed.stderr
+
+
+def test_pre_commit_prints_escape_names_escaped(forge: Any, forgery: Any) -> None:
+    """A staged params.yaml that lists directories named with escapes, and a staged
+    `.dlm` in another: every finding is one line, with the names escaped."""
+    listed = f"listed{EVERY}"
+    params = yaml.safe_load(forge.read("params.yaml"))
+    params["documents"] = [*params["documents"], listed]
+    forge.write("params.yaml", yaml.safe_dump(params).encode())
+    stray = f"stray{ESCAPES['osc']}{ESCAPES['bidi']}"
+    forge.write(f"{stray}/doc.dlm", forge.read(f"{forgery.DOC}/{forgery.DOC}.dlm"))
+    forge.git("add", "-A")
+    result = inert(hook(forge.root, "pre_commit"), 1)
+    assert lines_with(result.stderr, escaped(listed)), result.stderr
+    assert lines_with(result.stderr, escaped(stray)), result.stderr
+    assert result.stderr.endswith("commit refused\n"), result.stderr
+    for line in result.stderr.strip("\n").split("\n"):
+        assert line.startswith("dlm-git: "), result.stderr
+
+
+# --------------------------------------------------------------------------- a document's text
+
+
+def _hostile_document(forge: Any, forgery: Any, first_line: str) -> str:
+    """Commit a `.dlm` with one more Q/A section whose first line is `first_line`, bound
+    into lock and manifest (a thorough forger's edit: no retraining)."""
+    rel = f"{forgery.DOC}/{forgery.DOC}.dlm"
+    text = forge.read(rel).decode("utf-8")
+    text = text.rstrip("\n") + f"\n\n### Q\n{first_line}\n\n### A\nAn answer.\n"
+    forge.rebind_document(text)
+    forge.commit("a hostile section")
+    return text
+
+
+FIRST_LINES = {
+    "controls": f"Why{IN_LINE} me?",
+    "bidi": f"Is invoice{ESCAPES['bidi']}fdp.exe{ESCAPES['zero_width']} safe to open?",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FIRST_LINES))
+def test_a_section_first_line_is_printed_escaped(forge: Any, forgery: Any, kind: str) -> None:
+    first = FIRST_LINES[kind]
+    _hostile_document(forge, forgery, first)
+    shown = inert(dlm_git(forge.root, "show", forgery.DOC), 0).stdout
+    assert lines_with(shown, escaped(first)[:60]), shown
+    diffed = inert(dlm_git(forge.root, "diff", "HEAD~1", "HEAD"), 0).stdout
+    (line,) = lines_with(diffed, "  section  + ")
+    assert line.endswith(escaped(first)), diffed
+    for args in (["show", forgery.DOC], ["diff", "HEAD~1", "HEAD"]):
+        payload = json.loads(inert(dlm_git(forge.root, *args, "--json"), 0).stdout)
+        assert first in _find_strings(payload), payload
+
+
+BASES = {
+    "escapes": f"./bases/tiny{ESCAPES['osc']}{ESCAPES['c1']}{ESCAPES['bidi']}",
+    "markup": f"./bases/tiny{MARKUP}",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BASES))
+def test_a_frontmatter_value_is_printed_escaped(forge: Any, forgery: Any, kind: str) -> None:
+    """`base_model` holds escapes or rich markup: `show` prints the spec, `diff` the
+    change, each as the characters it holds."""
+    rel = f"{forgery.DOC}/{forgery.DOC}.dlm"
+    text = forge.read(rel).decode("utf-8")
+    value = BASES[kind]
+    quoted = json.dumps(value)  # a YAML double-quoted scalar holds the escapes
+    text, n = re.subn(r"(?m)^base_model: .*$", lambda _: f"base_model: {quoted}", text)
+    assert n == 1, text
+    forge.rebind_document(text)
+    forge.commit("a hostile base")
+    shown = inert(dlm_git(forge.root, "show", forgery.DOC), 0).stdout
+    (line,) = lines_with(shown, "  base model ")
+    assert f"base model   {escaped(value)} (local; NOT available" in line, shown
+    diffed = inert(dlm_git(forge.root, "diff", "HEAD~1", "HEAD"), 0).stdout
+    (line,) = lines_with(diffed, "  base ")
+    assert line.endswith(f"builtin:tiny -> {escaped(value)}"), diffed
+    payload = json.loads(inert(dlm_git(forge.root, "diff", "HEAD~1", "HEAD", "--json"), 0).stdout)
+    assert value in _find_strings(payload), payload
+
+
+REFUSED = {
+    "source path": ("training:\n  sources:\n    - path: {}", f"notes{EVERY}"),
+    "unknown key": ("{}: 1", f"key{IN_LINE}"),
+    "base_model": ("base_model: {}", f"hf:org{EVERY}"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_an_error_line_prints_a_value_escaped(git_repo: Path, write_doc: Any, what: str) -> None:
+    """A frontmatter value that is refused is named in the one error line, escaped."""
+    template, value = REFUSED[what]
+    (git_repo / "d" / "notes").mkdir(parents=True)
+    doc = write_doc(git_repo / "d", "Prose.\n", frontmatter=template.format(json.dumps(value)))
+    result = inert(dlm_git(git_repo, "show", str(doc)), 1)
+    line = result.one_line_error(1, "doc.dlm" if what != "base_model" else "base_model")
+    assert escaped(value) in line, line
+
+
+# --------------------------------------------------------------------------- history
+
+
+def test_log_prints_an_author_and_an_accepted_lock_escaped(forge: Any, forgery: Any) -> None:
+    """A lock acceptance (a new `supersedes`) with a hostile value, by a hostile author."""
+    lock = forge.lock()
+    lock["supersedes"] = hashlib.sha256(forge.read(f"{forgery.DOC}/dlm.lock")).hexdigest()
+    lock["hardware_tier"] = f"tier{EVERY}"
+    forge.write_lock(lock)
+    author = f"Mallory{ESCAPES['osc']}{ESCAPES['clear']}"
+    subject = f"accept{ESCAPES['bidi']}{ESCAPES['cr']} it"
+    forge.git("add", "-A")
+    forge.git("-c", f"user.name={author}", "commit", "-q", "--no-verify", "-m", subject)
+    text = inert(dlm_git(forge.root, "log"), 0).stdout
+    assert lines_with(text, f"{escaped(author)}: {escaped(subject)}"), text
+    (accepted,) = lines_with(text, "accepted")
+    assert f"by {escaped(author)}" in accepted and escaped(f"tier{EVERY}") in accepted, text
+    payload = json.loads(inert(dlm_git(forge.root, "log", "--json"), 0).stdout)
+    entry = payload["documents"][0]["entries"][0]
+    assert (entry["author"], entry["subject"]) == (author, subject), entry
+
+
+def test_json_output_round_trips_every_escape(
+    hostile_names_repo: Path, forgery: Any, tmp_path: Path
+) -> None:
+    """The JSON a command prints is inert too (escapes as `\\u001b`, `\\u202e`) and
+    `json.loads` gives back each name exactly, for `verify --json` and `show --json`."""
+    root = copy(hostile_names_repo, forgery, tmp_path)
+    result = dlm_git(root, "show", forgery.DOC, "--json")
+    payload = json.loads(inert(result, 0).stdout)
+    relpaths = {f["relpath"] for f in payload["sources"]["files"]}
+    assert {f"notes/{n}" for n in ESCAPE_NAMES} <= relpaths, relpaths
+    for kind in ("osc", "bidi", "c1"):
+        assert json.dumps(ESCAPES[kind])[1:-1] in result.stdout, kind

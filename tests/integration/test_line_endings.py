@@ -1,0 +1,159 @@
+"""Line endings (issue 23, class 7): one commit verifies, trains and commits alike on an
+LF and on a CRLF checkout.
+
+A CRLF checkout is made the two ways git makes one: `git clone -c core.autocrlf=true`, and
+a committed `.gitattributes` with `text eol=crlf`. On it, the commit's records verify (also
+`verify --worktree`, which reads the CRLF files), `dvc repro --force` trains the adapter
+and writes the records the LF checkout committed, byte for byte, and an edit made with
+CRLF, retrained, passes the pre-commit hook and verifies there and on an LF checkout,
+where training it again gives the same records. Every text input is hashed in the form git
+stores (`hashing.canonical_text`); records from before that rule (raw-bytes digests of a
+document committed with CRLF) still verify.
+
+The trained repository is the falsifiability suite's (`verified_repo`, built once per
+session); every checkout is a `git clone` of it with the DVC cache and the base copied in
+(what `dvc pull` and the base stage give a fresh clone).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlm_git.hashing import sha256_bytes
+
+pytestmark = pytest.mark.slow
+
+RECORDS = ("dlm.lock", "manifest.json")
+GITATTRIBUTES = (
+    "*.dlm text eol=crlf\n*.md text eol=crlf\n*.json text eol=crlf\n*.lock text eol=crlf\n"
+)
+EDIT_QA = "\n::instruction::\n### Q\nWhich line ends are these?\n\n### A\nCRLF ones.\n"
+EDIT_NOTE = "A note written on a CRLF checkout.\nIts second line.\n"
+
+
+def checkout(forgery: Any, src: Path, dest: Path, kind: str) -> Path:
+    """A clone of `src` at `dest`, checked out as `kind` says ("lf", "autocrlf" or
+    "gitattributes": commits a `.gitattributes` asking for CRLF), with `src`'s DVC cache
+    and tiny base copied in and the DVC outs checked out (what `dvc pull` gives)."""
+    config = ["-c", f"core.autocrlf={'true' if kind == 'autocrlf' else 'false'}"]
+    forgery.run(["git", "clone", "-q", *config, str(src), str(dest)], src.parent)
+    forgery.git(dest, "config", "user.name", "dlm-git tests")
+    forgery.git(dest, "config", "user.email", "tests@dlm-git.invalid")
+    if kind == "gitattributes":
+        (dest / ".gitattributes").write_text(GITATTRIBUTES)
+        forgery.git(dest, "add", ".gitattributes")
+        forgery.git(dest, "commit", "-q", "--no-verify", "-m", "check text out with CRLF")
+    elif kind == "lf" and (dest / ".gitattributes").is_file():
+        (dest / ".git" / "info" / "attributes").write_text("* -text\n")  # beats .gitattributes
+    if kind != "autocrlf":  # check every tracked file out again under the attributes
+        for rel in forgery.git(dest, "ls-files", "-z").split("\0"):
+            if rel and rel != ".gitattributes":
+                (dest / rel).unlink()
+        forgery.git(dest, "checkout", "--", ".")
+    shutil.copytree(src / ".dvc" / "cache", dest / ".dvc" / "cache", dirs_exist_ok=True)
+    shutil.copytree(src / "bases", dest / "bases", symlinks=True)
+    forgery.run(["dvc", "checkout", "-q"], dest)
+    dlm = (dest / forgery.DOC / f"{forgery.DOC}.dlm").read_bytes()
+    assert (b"\r\n" in dlm) == (kind != "lf"), f"{kind} checkout: {dlm[:80]!r}"
+    return dest
+
+
+def verify(forgery: Any, repo: Path, capfd: Any, *args: str) -> Any:
+    return forgery.Forge(repo, forgery.call_main_in(repo, capfd)).verify(*args)
+
+
+def blob(repo: Path, name: str) -> bytes:
+    """The bytes git stores for `name` (`HEAD:path`), read as bytes (no newline translation)."""
+    return subprocess.run(
+        ["git", "cat-file", "blob", name], cwd=repo, check=True, capture_output=True
+    ).stdout
+
+
+def committed(forgery: Any, repo: Path, name: str) -> bytes:
+    return blob(repo, f"HEAD:{forgery.DOC}/{name}")
+
+
+def assert_trains_the_commit(forgery: Any, repo: Path) -> None:
+    """`dvc repro --force` (every stage, training included) writes the records HEAD
+    holds, byte for byte: the same dlm_sha256, sources, section ids and adapter."""
+    forgery.run(["dvc", "repro", "--force"], repo)
+    for name in RECORDS:
+        assert (repo / forgery.DOC / name).read_bytes() == committed(forgery, repo, name), name
+
+
+@pytest.mark.parametrize("kind", ["autocrlf", "gitattributes"])
+def test_a_crlf_checkout_trains_commits_and_verifies_like_an_lf_one(
+    verified_repo: Path, forgery: Any, tmp_path: Path, capfd: Any, kind: str
+) -> None:
+    crlf = checkout(forgery, verified_repo, tmp_path / "crlf", kind)
+    forgery.assert_verified(verify(forgery, crlf, capfd, "HEAD"))
+    # the work tree's CRLF document, sources (and, here, records) are the commit's
+    forgery.assert_verified(verify(forgery, crlf, capfd, "--worktree", "--doc", forgery.DOC))
+    assert_trains_the_commit(forgery, crlf)
+    adapter = forgery.Forge(crlf, None).manifest()["adapter"]
+    assert adapter == forgery.Forge(verified_repo, None).manifest()["adapter"]
+
+    # an edit made on the CRLF checkout: retrained, committed through the hooks
+    doc = crlf / forgery.DOC / f"{forgery.DOC}.dlm"
+    doc.write_bytes(doc.read_bytes() + EDIT_QA.replace("\n", "\r\n").encode())
+    note = crlf / forgery.DOC / "notes" / "crlf-note.md"
+    note.write_bytes(EDIT_NOTE.replace("\n", "\r\n").encode())
+    forgery.run(["dvc", "repro"], crlf)
+    forgery.run(["dlm-git", "hooks", "install"], crlf)
+    forgery.git(crlf, "add", "-A")
+    done = forgery.run(["git", "commit", "-q", "-m", "edited with CRLF"], crlf, check=False)
+    assert done.returncode == 0, done.stderr
+    assert forgery.git(crlf, "status", "--porcelain", "--untracked-files=no") == ""
+    forgery.assert_verified(verify(forgery, crlf, capfd, "HEAD"))
+    assert blob(crlf, f"HEAD:{forgery.DOC}/notes/crlf-note.md") == EDIT_NOTE.encode()  # as LF
+
+    # the same commit on an LF checkout: verified, and trained to the same records
+    lf = checkout(forgery, crlf, tmp_path / "lf", "lf")
+    forgery.assert_verified(verify(forgery, lf, capfd, "HEAD"))
+    forgery.assert_verified(verify(forgery, lf, capfd, "--worktree", "--doc", forgery.DOC))
+    assert_trains_the_commit(forgery, lf)
+
+
+def test_records_from_before_the_line_end_rule_still_verify(forge: Any, forgery: Any) -> None:
+    """A document and a source committed with CRLF (no conversion) and recorded as dlm-git
+    recorded them before the rule: sha256 and size of the raw bytes. Those records are of
+    the very bytes in the commit (the rows trained are the same: the parser normalizes
+    line ends), so they verify, and the report says they are raw-bytes digests; a raw
+    digest of other bytes still fails."""
+    from dlm_git.manifest.records import sources_record
+
+    forge.git("config", "core.autocrlf", "false")
+    dlm_rel, note_rel = f"{forgery.DOC}/{forgery.DOC}.dlm", f"{forgery.DOC}/notes/README.md"
+    dlm, note = (forge.read(dlm_rel).replace(b"\n", b"\r\n"), forge.read(note_rel))
+    note = note.replace(b"\n", b"\r\n")
+    forge.write(dlm_rel, dlm)
+    forge.write(note_rel, note)
+    manifest = forge.manifest()
+    for entry in manifest["sources"]["files"]:
+        if entry["relpath"] == "notes/README.md":
+            entry["sha256"], entry["size"] = sha256_bytes(note), len(note)
+    manifest["sources"] = sources_record(
+        (f["relpath"], f["sha256"], f["size"]) for f in manifest["sources"]["files"]
+    ).model_dump(mode="json")
+    manifest["dlm_sha256"] = sha256_bytes(dlm)
+    forge.write_manifest(manifest)
+    lock = forge.lock()
+    lock["dlm_sha256"] = sha256_bytes(dlm)
+    forge.write_lock(lock)
+    forge.commit("recorded by an older dlm-git")
+    assert blob(forge.root, f"HEAD:{dlm_rel}") == dlm  # committed with CRLF
+    result = forge.verify("HEAD")
+    forgery.assert_verified(result)
+    assert "raw bytes" in result.check("doc.sha256")["detail"]
+    assert "raw bytes" in result.check("sources.root")["detail"]
+    # the raw digest of bytes that are not the commit's is no record of it
+    lock["dlm_sha256"] = manifest["dlm_sha256"] = sha256_bytes(dlm + b"\r\n")
+    forge.write_manifest(manifest)
+    forge.write_lock(lock)
+    forge.commit("a raw digest of other bytes")
+    forgery.assert_caught(forge.verify("HEAD"), "doc.sha256")
