@@ -113,8 +113,10 @@ def test_json_shape(forge: Any) -> None:
     assert len(doc["adapter_sha256"]) == 64
     assert doc["passed"] + doc["failed"] == len(doc["checks"]) and doc["failed"] == 0
     for check in doc["checks"]:
-        assert set(check) == {"name", "ok", "detail"}
+        assert set(check) == {"name", "ok", "state", "detail"}
         assert isinstance(check["name"], str) and isinstance(check["ok"], bool)
+        assert check["state"] in ("ok", "failed", "absent")
+        assert check["ok"] == (check["state"] == "ok")
         assert isinstance(check["detail"], str) and check["detail"]
 
 
