@@ -97,6 +97,8 @@ def test_a_crlf_checkout_trains_commits_and_verifies_like_an_lf_one(
     assert_trains_the_commit(forgery, crlf)
     adapter = forgery.Forge(crlf, None).manifest()["adapter"]
     assert adapter == forgery.Forge(verified_repo, None).manifest()["adapter"]
+    if kind != "autocrlf":
+        return  # the round trip below depends on git's conversion alone: run it once
 
     # an edit made on the CRLF checkout: retrained, committed through the hooks
     doc = crlf / forgery.DOC / f"{forgery.DOC}.dlm"
