@@ -40,6 +40,7 @@ from dlm_git.fsutil import (
     replacing_dir,
 )
 from dlm_git.hashing import canonical_json, sha256_bytes, sha256_file
+from dlm_git.safeparse import load_json
 
 BUILD_SPEC_VERSION = 1
 SPEC_FILE = "dlm_git_base.json"
@@ -420,11 +421,9 @@ def _write_model(directory: Path, family: Family, shape: Shape, tokenizer: Any) 
 def built_here(directory: Path) -> str | None:
     """The family name when `directory` holds a build of this module (its spec file names
     one), else None. Such weights are dlm-git's own random draw: no model license applies."""
-    import json
-
     try:
-        data = json.loads(read_regular(Path(directory) / SPEC_FILE, MAX_RECORD_BYTES))
-    except (OSError, ValueError, RecursionError, NotRegularFile):
+        data = load_json(read_regular(Path(directory) / SPEC_FILE, MAX_RECORD_BYTES))
+    except (OSError, ValueError, NotRegularFile):
         return None
     name = data.get("name") if isinstance(data, dict) else None
     ok = isinstance(name, str) and name in FAMILIES and "init_seed" in data

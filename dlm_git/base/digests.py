@@ -20,6 +20,7 @@ from typing import Any
 
 from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, atomic_write_bytes, read_regular
 from dlm_git.hashing import TensorDigest, digest_safetensors
+from dlm_git.safeparse import load_json
 
 RECORD_NAME = "tensor-digests.json"
 MAX_ENTRIES = 256
@@ -49,8 +50,8 @@ class DigestRecord:
         self.path = Path(root) / RECORD_NAME
         self.entries: dict[str, Any] = {}
         self.dirty = False
-        with contextlib.suppress(OSError, ValueError, RecursionError, NotRegularFile):
-            data = json.loads(read_regular(self.path, MAX_RECORD_BYTES))
+        with contextlib.suppress(OSError, ValueError, NotRegularFile):
+            data = load_json(read_regular(self.path, MAX_RECORD_BYTES))
             if isinstance(data, dict):
                 self.entries = data
 

@@ -40,6 +40,7 @@ from dlm_git.hashing import (
     sha256_file,
     tensor_root,
 )
+from dlm_git.safeparse import load_json
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -250,11 +251,10 @@ def _read_ref(ref: Path) -> str | None:
 
 
 def _json_object(path: Path) -> dict[str, Any]:
-    import json
 
     try:
-        data = json.loads(read_regular(path, MAX_RECORD_BYTES))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        data = load_json(read_regular(path, MAX_RECORD_BYTES))
+    except (ValueError, UnicodeDecodeError) as exc:
         raise BaseModelError(str(path), f"not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict):
         raise BaseModelError(str(path), "must hold a JSON object")

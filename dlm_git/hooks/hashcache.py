@@ -22,6 +22,7 @@ from dlm_git.fsutil import (
     digest_regular,
     read_regular,
 )
+from dlm_git.safeparse import load_json
 from dlm_git.statedir import state_path
 
 CACHE_NAME = "hash-cache.json"
@@ -45,8 +46,8 @@ class HashCache:
         if self._entries is None:
             self._entries = {}
             try:
-                data = json.loads(read_regular(self.path, MAX_RECORD_BYTES, follow_symlinks=False))
-            except (OSError, ValueError, RecursionError, NotRegularFile):
+                data = load_json(read_regular(self.path, MAX_RECORD_BYTES, follow_symlinks=False))
+            except (OSError, ValueError, NotRegularFile):
                 data = None
             if isinstance(data, dict):
                 self._entries = data

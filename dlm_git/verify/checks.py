@@ -13,7 +13,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from dlm_git.hashing import (
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
 from dlm_git.manifest.records import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_record
 from dlm_git.manifest.schema import Manifest
+from dlm_git.safeparse import load_json
 from dlm_git.safetensors_header import read_safetensors_header
 
 if TYPE_CHECKING:
@@ -413,8 +413,8 @@ def lora_structure_check(
         if adapter_dir is None:
             raise CheckAbsent("adapter not available")
         try:
-            config = json.loads(read_regular(adapter_dir / ADAPTER_CONFIG, MAX_RECORD_BYTES))
-        except (OSError, ValueError, RecursionError) as exc:
+            config = load_json(read_regular(adapter_dir / ADAPTER_CONFIG, MAX_RECORD_BYTES))
+        except (OSError, ValueError) as exc:
             raise CheckFailed(f"{ADAPTER_CONFIG} cannot be read: {type(exc).__name__}") from None
         if not isinstance(config, dict):
             raise CheckFailed(f"{ADAPTER_CONFIG} is not a JSON object")
