@@ -3,7 +3,7 @@
 Each run is a fresh process (cuBLAS and the CPU libraries read their settings when they
 initialise), alternating between the two modes, REPS times each:
 
-- deterministic: what `dlm-git train` applies (`determinism.prepare`: the numerics
+- deterministic: what `dlm-git train` applies (`numerics.prepare.prepare`: the numerics
   profile's pins, deterministic algorithms; on CUDA also `CUBLAS_WORKSPACE_CONFIG`,
   cuDNN deterministic, no cuDNN benchmark, TF32 off);
 - fast: nothing pinned, deterministic algorithms off; on CUDA TF32 on for matmul and
@@ -24,12 +24,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _timing import alternate, medians
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -41,19 +42,20 @@ GOAL = 1.10
 
 def child(mode: str, device: str, base_dir: Path, steps: int, warmup: int, precision: str) -> None:
     """One timed run in this (fresh) process; prints one JSON line."""
-    from dlm_git import numerics
-    from dlm_git.determinism import plan, prepare
+    from dlm_git.numerics.activate import activate
+    from dlm_git.numerics.plan import plan
+    from dlm_git.numerics.prepare import prepare
 
     if mode == "deterministic":
         run_plan = plan(device)
-        numerics.activate(run_plan.env)
+        activate(run_plan.env)
     import torch
 
     from dlm_git.base.resolve import resolve_base
     from dlm_git.doc.load import load_document
+    from dlm_git.train.assemble import build_model, loop_config
     from dlm_git.train.loop import Trainer, make_trainer, train_loop
     from dlm_git.train.pipeline import tokenize_document
-    from dlm_git.train.run import build_model, loop_config
 
     doc = base_dir.parent / "work" / "demo" / "demo.dlm"
     loaded = load_document(doc)
@@ -121,28 +123,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child, args.device, args.base_dir, args.steps, args.warmup, args.precision)
         return 0
-    results: dict[str, list[float]] = {"deterministic": [], "fast": []}
     with tempfile.TemporaryDirectory(prefix="dlm-detcost-") as tmp:
         base_dir = prepare_work(Path(tmp), args.base, args.sequence_len)
         print(
             f"base {args.base}, device {args.device}, precision {args.precision}, "
             f"{args.steps} timed steps after {args.warmup}, {args.reps} reps"
         )
-        for rep in range(args.reps):
-            for mode in ("deterministic", "fast"):
-                cmd = [sys.executable, __file__, "--child", mode, "--base-dir", str(base_dir)]
-                cmd += ["--device", args.device, "--steps", str(args.steps)]
-                cmd += ["--warmup", str(args.warmup), "--precision", args.precision]
-                proc = subprocess.run(cmd, capture_output=True, text=True)
-                if proc.returncode != 0:
-                    print(f"{mode} run failed:\n{proc.stderr[-2000:]}")
-                    return 0
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
-                tps = row["tokens"] / row["seconds"]
-                results[mode].append(tps)
-                print(f"  rep {rep + 1} {mode:13s} {tps:10.1f} tok/s")
+
+        def sample(mode: str, rep: int) -> float:
+            cmd = [sys.executable, __file__, "--child", mode, "--base-dir", str(base_dir)]
+            cmd += ["--device", args.device, "--steps", str(args.steps)]
+            cmd += ["--warmup", str(args.warmup), "--precision", args.precision]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"{mode} run failed:\n{proc.stderr[-2000:]}")
+                raise SystemExit(0)
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            tps = float(row["tokens"] / row["seconds"])
+            print(f"  rep {rep + 1} {mode:13s} {tps:10.1f} tok/s")
+            return tps
+
+        # each child warms up itself (--warmup steps): every round counts
+        results = alternate(("deterministic", "fast"), args.reps, sample, warmup=0)
     best = {k: max(v) for k, v in results.items()}
-    median = {k: statistics.median(v) for k, v in results.items()}
+    median = medians(results)
     ratio = best["fast"] / best["deterministic"]
     for mode in ("deterministic", "fast"):
         print(f"{mode:13s}: best {best[mode]:.1f} tok/s, median {median[mode]:.1f}")

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _timing import alternate
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -79,19 +81,20 @@ def main(argv: list[str] | None = None) -> int:
             f"base {args.base}, {args.cores} cores, {args.steps} micro-batch steps,"
             f" {os.cpu_count()} CPUs visible"
         )
-        results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-        index = 0
-        for rep in range(args.reps + 1):  # the first round is an untimed warm-up
-            for name, (nproc, threads, steps) in variants.items():
-                index += 1
-                doc = demo_copy(workdir, steps, index, base)
-                measured = train_once(doc, nproc, threads)
-                if rep:
-                    results[name].append(measured)
-                    print(
-                        f"  rep {rep} {name:9s} loop {measured['loop']:9.1f} tok/s"
-                        f"   train {measured['train']:9.1f} tok/s"
-                    )
+        counter = iter(range(1, 10_000))
+
+        def sample(name: str, rep: int) -> dict[str, float]:
+            nproc, threads, steps = variants[name]
+            doc = demo_copy(workdir, steps, next(counter), base)
+            measured = train_once(doc, nproc, threads)
+            if rep:
+                print(
+                    f"  rep {rep} {name:9s} loop {measured['loop']:9.1f} tok/s"
+                    f"   train {measured['train']:9.1f} tok/s"
+                )
+            return measured
+
+        results = alternate(variants, args.reps, sample)  # the first round: untimed warm-up
         one, ranks = (results[name] for name in variants)
         for kind in ("loop", "train"):
             a = statistics.median(r[kind] for r in one)

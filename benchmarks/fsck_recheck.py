@@ -7,7 +7,7 @@ retraining one document: its `dvc.lock` names a new `demo/adapter` directory out
 (`.dvc/cache/files/md5/<2>/<30>` and the `.dir` listing as DVC serialises it), plus
 `--tokens` token-cache entries encoded by `dlm_git.cache.entry`. No DVC and no training:
 only the layout fsck reads. Files are then left alone past the racy window
-(`statrecord.RACY_NS`), as a cache is between two checks.
+(`statcache.RACY_NS`), as a cache is between two checks.
 
 Timed in one process, alternating, `--reps` times each after an untimed round (medians):
 - full:    `run_fsck(root, full=True)`: the history walked, every object read and hashed,
@@ -31,20 +31,21 @@ import argparse
 import hashlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _timing import alternate, medians, timed
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from dlm_git.fsck.run import run_fsck  # noqa: E402
 from dlm_git.history import references  # noqa: E402
-from dlm_git.history.fsck import run_fsck  # noqa: E402
-from dlm_git.history.statrecord import RACY_NS  # noqa: E402
+from dlm_git.statcache import RACY_NS  # noqa: E402
 
 DOC = "demo"
 
@@ -137,12 +138,6 @@ def floor(repo: Path) -> int:
     return n
 
 
-def timed(fn: object) -> float:
-    start = time.perf_counter()
-    fn()  # type: ignore[operator]
-    return time.perf_counter() - start
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--commits", type=int, default=200)
@@ -167,18 +162,23 @@ def main() -> None:
         first = run_fsck(repo, full=True)  # untimed round (and the record)
         assert first.ok and first.dvc.missing == 0, first.to_json()
         run_fsck(repo)
-        fulls, rechecks, walks, floors = [], [], [], []
-        for _ in range(args.reps):
-            fulls.append(timed(lambda: run_fsck(repo, full=True)))
-            report = run_fsck(repo)  # settle the record after the full run
-            rechecks.append(timed(lambda: run_fsck(repo)))
-            walks.append(timed(lambda: references.collect(repo)))
-            floors.append(timed(lambda: floor(repo)))
+        cases = {
+            "full": lambda: run_fsck(repo, full=True),
+            "recheck": lambda: run_fsck(repo),
+            "walk": lambda: references.collect(repo),
+            "floor": lambda: floor(repo),
+        }
+
+        def sample(key: str, _round: int) -> float:
+            seconds = timed(cases[key])[0]
+            if key == "full":
+                assert run_fsck(repo).ok  # settle the record after the full run
+            return seconds
+
+        med = medians(alternate(cases, args.reps, sample, warmup=0))  # warmed up above
         last = run_fsck(repo)
         assert last.hashed == 0, f"re-check hashed {last.hashed} files"
-        assert report.ok
-        full, recheck = statistics.median(fulls), statistics.median(rechecks)
-        walk, stat_floor = statistics.median(walks), statistics.median(floors)
+        full, recheck, walk, stat_floor = (med[k] for k in cases)
         print(f"full     {full * 1000:8.1f} ms  (every file hashed: {first.hashed})")
         print(
             f"recheck  {recheck * 1000:8.1f} ms  (hashed {last.hashed}, unchanged {last.unchanged})"

@@ -44,13 +44,14 @@ import os
 import re
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from _timing import alternate, load, medians, timed, verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -178,13 +179,15 @@ def stage_change(repo: Path) -> list[str]:
     return run(repo, "git", "diff", "--cached", "--name-only").stdout.split()
 
 
-def timed(
+def run_timed(
     repo: Path, argv: list[str], bytecode: bool = True
 ) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """(milliseconds, process) of `argv` in `repo`."""
     e = env(bytecode)
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=repo, capture_output=True, text=True, env=e)
-    return (time.perf_counter() - t0) * 1000.0, proc
+    seconds, proc = timed(
+        lambda: subprocess.run(argv, cwd=repo, capture_output=True, text=True, env=e)
+    )
+    return seconds * 1000.0, proc
 
 
 VARIANTS = {
@@ -207,18 +210,19 @@ def measure(repo: Path, reps: int) -> dict[str, list[float]]:
         "dvc": [str(BIN / "dvc"), "git-hook", "pre-commit"],
         "python": [sys.executable, "-c", "pass"],
     }
-    times: dict[str, list[float]] = {k: [] for k in VARIANTS}
-    for i in range(reps + 1):  # the first round fills caches (OS, bytecode): not counted
-        for key in times:
-            if key.startswith("ours"):
-                cache.unlink(missing_ok=True)
-                if key != "ours_cold" and snapshot is not None:
-                    cache.write_bytes(snapshot)
-            ms, proc = timed(repo, argv[key], bytecode=key != "ours_nopyc")
-            if key.startswith("ours") and proc.returncode != 0:
-                raise SystemExit(f"our hook refused the benchmark change:\n{proc.stderr}")
-            if i:
-                times[key].append(ms)
+
+    def sample(key: str, _round: int) -> float:
+        if key.startswith("ours"):
+            cache.unlink(missing_ok=True)
+            if key != "ours_cold" and snapshot is not None:
+                cache.write_bytes(snapshot)
+        ms, proc = run_timed(repo, argv[key], bytecode=key != "ours_nopyc")
+        if key.startswith("ours") and proc.returncode != 0:
+            raise SystemExit(f"our hook refused the benchmark change:\n{proc.stderr}")
+        return ms
+
+    # the first round fills caches (OS, bytecode): not counted
+    times = alternate(VARIANTS, reps, sample)
     if snapshot is not None:
         cache.write_bytes(snapshot)
     return times
@@ -262,14 +266,6 @@ def profile(repo: Path) -> None:
         print(f"    {ln}")
 
 
-def load() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=15)
@@ -307,7 +303,7 @@ def main() -> int:
             staged = staged_file.read_text().split()
             print(f"  staged: {' '.join(staged)}")
             times = measure(repo, args.reps)
-            med = {k: statistics.median(v) for k, v in times.items()}
+            med = medians(times)
             results[n] = med
             print(f"  median (min-max) of {args.reps} runs, load average {load()}:")
             for key, label in VARIANTS.items():

@@ -20,12 +20,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _timing import median_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -64,15 +65,6 @@ def build(repo: Path, commits: int) -> None:
         git(repo, "commit", "-q", "-a", "-m", f"retrain {i}")
 
 
-def timed(fn: object, reps: int) -> float:
-    samples = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()  # type: ignore[operator]
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=200)
@@ -104,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         def ours_inprocess() -> None:
             assert len(lineage(repo, head, "demo", None)) == args.commits
 
-        base = timed(baseline, args.reps)
-        cli = timed(ours_cli, args.reps)
-        inproc = timed(ours_inprocess, args.reps)
+        base = median_of(baseline, args.reps)
+        cli = median_of(ours_cli, args.reps)
+        inproc = median_of(ours_inprocess, args.reps)
         print(f"git log (baseline)        {base * 1000:8.1f} ms")
         print(f"dlm-git log --json (CLI)  {cli * 1000:8.1f} ms  ratio {cli / base:.1f}x")
         print(f"lineage() in-process      {inproc * 1000:8.1f} ms  ratio {inproc / base:.1f}x")

@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _timing import alternate, medians
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -93,7 +94,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from dlm_git.numerics import diagnosis
+    from dlm_git.numerics.probe import diagnosis
 
     print(f"machine: {diagnosis()}")
     with tempfile.TemporaryDirectory(prefix="dlm-bench-numerics-") as tmp:
@@ -101,16 +102,19 @@ def main() -> int:
         larger = build_larger_base(work / "larger-base")
         bases = {"builtin:tiny": None, "larger (~25M)": str(larger)}
         for label, base in bases.items():
-            times: dict[str, list[float]] = {p: [] for p in PROFILES}
             shas: dict[str, set[str]] = {p: set() for p in PROFILES}
-            for rep in range(args.reps):
-                for profile in PROFILES:
-                    doc = demo_repo(work, f"{label[:5]}-{profile}-{rep}", base, args.steps)
-                    seconds, sha = train_seconds(doc, profile, args.threads)
-                    times[profile].append(seconds)
-                    shas[profile].add(sha[:12])
+
+            def sample(
+                profile: str, rep: int, label: str = label, base: str | None = base
+            ) -> float:
+                doc = demo_repo(work, f"{label[:5]}-{profile}-{rep}", base, args.steps)
+                seconds, sha = train_seconds(doc, profile, args.threads)
+                shas[profile].add(sha[:12])  # noqa: B023  (read right after the loop)
+                return seconds
+
+            times = alternate(PROFILES, args.reps, sample, warmup=0)
             best = {p: min(t) for p, t in times.items()}
-            median = {p: statistics.median(t) for p, t in times.items()}
+            median = medians(times)
             ratio_best = best["x86-64-v3"] / best["native"]
             ratio_median = median["x86-64-v3"] / median["native"]
             verdict = "PASS" if ratio_best <= GOAL else "FAIL"

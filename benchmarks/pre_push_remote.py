@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import alternate, medians, timed
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -62,15 +62,14 @@ def main() -> int:
         sh(sys.executable, "-m", "dvc", "push")
         sha = sh("git", "rev-parse", "HEAD").stdout.strip()
         line = f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n"
-        times: dict[str, list[float]] = {"off": [], "refuse": []}
-        for rep in range(args.reps + 1):
-            for mode in ("off", "refuse"):
-                sh("git", "config", "dlm-git.remoteCheck", mode)
-                started = time.perf_counter()
-                sh(sys.executable, "-m", "dlm_git.hooks.pre_push", "origin", "x", stdin=line)
-                if rep:
-                    times[mode].append((time.perf_counter() - started) * 1000)
-    off, on = statistics.median(times["off"]), statistics.median(times["refuse"])
+
+        def sample(mode: str, _round: int) -> float:
+            sh("git", "config", "dlm-git.remoteCheck", mode)
+            hook = [sys.executable, "-m", "dlm_git.hooks.pre_push", "origin", "x"]
+            return timed(lambda: sh(*hook, stdin=line))[0] * 1000
+
+        med = medians(alternate(("off", "refuse"), args.reps, sample))
+    off, on = med["off"], med["refuse"]
     print(f"pre-push, 1 document, S3 remote (moto on 127.0.0.1), medians of {args.reps}:")
     print(f"  remote check off:    {off:7.1f} ms")
     print(f"  remote check refuse: {on:7.1f} ms  (ratio {on / off:.2f}, +{on - off:.0f} ms)")

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import alternate, medians, timed
 
 TARGET_MS = 30.0
 
@@ -75,14 +75,14 @@ def build(root: Path, ndocs: int, key: Path) -> Path:
 
 
 def hook_ms(repo: Path) -> float:
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlm_git.hooks.pre_commit"], cwd=repo, capture_output=True
+    seconds, proc = timed(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "dlm_git.hooks.pre_commit"], cwd=repo, capture_output=True
+        )
     )
-    elapsed = (time.perf_counter() - started) * 1000
     if proc.returncode != 0:
         raise SystemExit(f"the hook refused the change:\n{proc.stderr.decode()}")
-    return elapsed
+    return seconds * 1000
 
 
 def main() -> int:
@@ -96,20 +96,19 @@ def main() -> int:
         key = root / "keys" / "dlm-signing-key.pem"
         for n in (int(x) for x in args.docs.split(",")):
             repo = build(root, n, key)
-            times: dict[str, list[float]] = {"off": [], "on": [], "required": []}
             sigs = [str(p.relative_to(repo)) for p in sorted(repo.glob("d*/dlm.sig"))]
-            for rep in range(args.reps + 1):
-                for mode in times:
-                    value = "true" if mode == "required" else "false"
-                    sh(repo, "git", "config", "dlm-git.requireSignature", value)
-                    if mode == "off":
-                        sh(repo, "git", "rm", "-q", "--cached", *sigs)
-                    else:
-                        sh(repo, "git", "add", *sigs)
-                    ms = hook_ms(repo)
-                    if rep:
-                        times[mode].append(ms)
-            off, on, req = (statistics.median(times[m]) for m in ("off", "on", "required"))
+
+            def sample(mode: str, _round: int, repo: Path = repo, sigs: list[str] = sigs) -> float:
+                value = "true" if mode == "required" else "false"
+                sh(repo, "git", "config", "dlm-git.requireSignature", value)
+                if mode == "off":
+                    sh(repo, "git", "rm", "-q", "--cached", *sigs)
+                else:
+                    sh(repo, "git", "add", *sigs)
+                return hook_ms(repo)
+
+            med = medians(alternate(("off", "on", "required"), args.reps, sample))
+            off, on, req = (med[m] for m in ("off", "on", "required"))
             print(
                 f"{n} document(s): off {off:.1f} ms, on {on:.1f} ms, required {req:.1f} ms"
                 f" (medians of {args.reps})"

@@ -28,9 +28,10 @@ import random
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from statistics import median
+
+from _timing import timed
 
 WORDS = [
     "adapter",
@@ -111,29 +112,34 @@ def read_and_hash(corpus: Path) -> float:
     """Walk, read and sha256 every file: the least any run must do. Read the way the
     sources expansion reads (os.open/fstat/os.read, no file objects), so the floor is not
     slower than our own reading."""
-    started = time.perf_counter()
-    for dirpath, dirnames, filenames in os.walk(corpus):
-        dirnames.sort()
-        for name in sorted(filenames):
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                data = os.read(fd, os.fstat(fd).st_size + 1)
-            finally:
-                os.close(fd)
-            hashlib.sha256(data).hexdigest()
-    return time.perf_counter() - started
+
+    def walk() -> None:
+        for dirpath, dirnames, filenames in os.walk(corpus):
+            dirnames.sort()
+            for name in sorted(filenames):
+                fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+                try:
+                    data = os.read(fd, os.fstat(fd).st_size + 1)
+                finally:
+                    os.close(fd)
+                hashlib.sha256(data).hexdigest()
+
+    return timed(walk)[0]
 
 
 def tokenize_once(doc_dir: Path, use_cache: bool) -> tuple[float, dict[str, object] | None, str]:
     from dlm_git.base.resolve import resolve_base
     from dlm_git.doc.load import load_document
-    from dlm_git.train.pipeline import tokenize_document
+    from dlm_git.train.pipeline import TokenizeResult, tokenize_document
 
-    started = time.perf_counter()
-    loaded = load_document(doc_dir)
-    base = resolve_base(loaded.doc.frontmatter.base_model, loaded.doc.directory, loaded.repo_root)
-    result = tokenize_document(loaded, base, use_cache=use_cache)
-    return time.perf_counter() - started, result.cache_stats, result.stream_root
+    def tokenize() -> TokenizeResult:
+        loaded = load_document(doc_dir)
+        fm = loaded.doc.frontmatter
+        base = resolve_base(fm.base_model, loaded.doc.directory, loaded.repo_root)
+        return tokenize_document(loaded, base, use_cache=use_cache)
+
+    seconds, result = timed(tokenize)
+    return seconds, result.cache_stats, result.stream_root
 
 
 def main() -> None:

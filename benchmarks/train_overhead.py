@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _timing import alternate
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -74,7 +76,8 @@ def demo_copy(workdir: Path, steps: int, index: int, base: str = "builtin:tiny")
 
 
 def run_ours(doc: Path, threads: int, segment_every: int | None = None) -> Timing:
-    from dlm_git.train.run import TrainOptions, run_train
+    from dlm_git.train.options import TrainOptions
+    from dlm_git.train.run import run_train
 
     start = time.perf_counter()
     options = TrainOptions(device="cpu", threads=threads, quiet=True, segment_every=segment_every)
@@ -182,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         # The default numerics profile's kernel variables only count before torch is
         # imported: pin them first, so `run_train` runs here (not in a child process) and
         # the bare loop runs on the same kernels.
-        from dlm_git import numerics
-        from dlm_git.determinism import plan
+        from dlm_git.numerics.activate import activate
+        from dlm_git.numerics.plan import plan
 
-        numerics.activate(plan("cpu").env)
+        activate(plan("cpu").env)
         # Warm-up: heavy imports and the tiny base, outside every timed region.
         import peft  # noqa: F401
         import torch
@@ -227,16 +230,17 @@ def main(argv: list[str] | None = None) -> int:
             f"micro batch {training.micro_batch_size}, threads {args.threads}, "
             f"torch {torch.__version__}"
         )
-        bare(), ours()  # untimed warm-up of both paths
-        results: dict[str, list[Timing]] = {"bare": [], "ours": []}
-        for rep in range(args.reps):
-            for name, fn in (("bare", bare), ("ours", ours)):
-                t = fn()
-                results[name].append(t)
+        paths = {"bare": bare, "ours": ours}
+
+        def sample(name: str, rep: int) -> Timing:
+            t = paths[name]()
+            if rep:  # round 0: the untimed warm-up of both paths
                 print(
-                    f"  rep {rep + 1} {name:4s} {t.seconds:8.3f} s"
-                    f"  {t.tokens / t.seconds:9.1f} tok/s"
+                    f"  rep {rep} {name:4s} {t.seconds:8.3f} s  {t.tokens / t.seconds:9.1f} tok/s"
                 )
+            return t
+
+        results = alternate(paths, args.reps, sample)
 
     best = {k: min(v, key=lambda t: t.seconds) for k, v in results.items()}
     median = {k: statistics.median(t.seconds for t in v) for k, v in results.items()}

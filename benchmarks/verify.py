@@ -38,9 +38,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _timing import alternate, median_of, medians, timed, verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -59,19 +60,6 @@ MODULES = {  # name: (in_features, out_features)
     "mlp.up_proj": (HIDDEN, INTERMEDIATE),
     "mlp.down_proj": (INTERMEDIATE, HIDDEN),
 }
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
-def median_time(fn: Callable[[], Any], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 # --------------------------------------------------------------------------- (a) hash level
@@ -120,15 +108,16 @@ def bench_hash(size_mb: int, runs: int) -> None:
         expected = plain()  # also warms the page cache
         assert digest_safetensors(path).file_sha256 == expected
         assert adapter_record(adapter).files[path.name].sha256 == expected
-        from types import SimpleNamespace
+        from dlm_git.contract.adapter import adapter_checks
+        from dlm_git.contract.outcome import Checks
+        from dlm_git.docat import AdapterAt
 
-        from dlm_git.verify.checks import Checks, adapter_checks
-
-        stub = SimpleNamespace(adapter=adapter_record(adapter))
+        stub = {"adapter": adapter_record(adapter).model_dump(mode="json")}
+        found = AdapterAt({p.name: p for p in sorted(adapter.iterdir())})
 
         def checks() -> None:
             c = Checks()
-            adapter_checks(c, stub, adapter)  # type: ignore[arg-type]
+            adapter_checks(c, stub, found)
             assert c.ok, c.items
 
         fns = {
@@ -137,11 +126,9 @@ def bench_hash(size_mb: int, runs: int) -> None:
             "record": lambda: adapter_record(adapter),
             "checks": checks,
         }
-        samples: dict[str, list[float]] = {k: [] for k in fns}
-        for _ in range(runs):  # interleaved, so background load hits all three alike
-            for key, fn in fns.items():
-                samples[key].append(median_time(fn, 1))
-    t_plain, t_digest, t_record, t_checks = (statistics.median(samples[k]) for k in fns)
+        # interleaved, so background load hits all of them alike
+        med = medians(alternate(fns, runs, lambda key, _round: timed(fns[key])[0], warmup=0))
+    t_plain, t_digest, t_record, t_checks = (med[k] for k in fns)
     ratio_digest, ratio_record = t_plain / t_digest, t_plain / t_record
     cores = hashing_cores()
     print(f"(a) hash level on a {mb:.0f} MB LoRA adapter (median of {runs}, page cache warm)")
@@ -181,14 +168,14 @@ def hashing_cores(mb: int = 128) -> float:
         for i in range(0, len(data), step):
             h.update(data[i : i + step])
 
-    t_one = median_time(one, 3)
+    t_one = median_of(one, 3)
     with ThreadPoolExecutor(2) as pool:
 
         def two() -> None:
             for f in [pool.submit(one), pool.submit(one)]:
                 f.result()
 
-        t_two = median_time(two, 3)
+        t_two = median_of(two, 3)
     return max(1.0, 2 * t_one / t_two)
 
 
@@ -206,9 +193,9 @@ def venv_env() -> dict[str, str]:
 def sh(
     cmd: list[str], cwd: Path, env: dict[str, str], check: bool = True
 ) -> tuple[int, float, str]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, proc = timed(
+        lambda: subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    )
     if check and proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc.returncode, wall, proc.stdout

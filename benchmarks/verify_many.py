@@ -35,12 +35,13 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _timing import alternate, load, medians, timed, verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -126,10 +127,9 @@ def commit_staged(repo: Path) -> str:
     return sha
 
 
-def timed(repo: Path, argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=repo, capture_output=True, text=True, env=env())
-    return time.perf_counter() - t0, proc
+def run_timed(repo: Path, argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """(seconds, process) of `argv` in `repo`."""
+    return timed(lambda: subprocess.run(argv, cwd=repo, capture_output=True, text=True, env=env()))
 
 
 def check_verify(proc: subprocess.CompletedProcess[str], ndocs: int) -> None:
@@ -152,19 +152,19 @@ def measure(repo: Path, sha: str, ndocs: int, reps: int) -> dict[str, list[float
         "hook": [sys.executable, "-m", "dlm_git.hooks.pre_commit"],
         "verify": [str(BIN / "dlm-git"), "verify", sha, "--json"],
     }
-    times: dict[str, list[float]] = {k: [] for k in argv}
-    for i in range(reps + 1):  # the first round fills caches (OS, bytecode): not counted
-        for key, cmd in argv.items():
-            cache.unlink(missing_ok=True)
-            seconds, proc = timed(repo, cmd)
-            if key == "hook" and proc.returncode != 0:
-                raise SystemExit(f"the pre-commit hook refused the documents:\n{proc.stderr}")
-            if key == "verify":
-                check_verify(proc, ndocs)
-            if i:
-                times[key].append(seconds)
-            print(f"    {'round' if i else 'warm-up'} {i}: {key} {seconds:.2f} s", flush=True)
-    return times
+
+    def sample(key: str, i: int) -> float:
+        cache.unlink(missing_ok=True)
+        seconds, proc = run_timed(repo, argv[key])
+        if key == "hook" and proc.returncode != 0:
+            raise SystemExit(f"the pre-commit hook refused the documents:\n{proc.stderr}")
+        if key == "verify":
+            check_verify(proc, ndocs)
+        print(f"    {'round' if i else 'warm-up'} {i}: {key} {seconds:.2f} s", flush=True)
+        return seconds
+
+    # the first round fills caches (OS, bytecode): not counted
+    return alternate(argv, reps, sample)
 
 
 def profile(repo: Path, sha: str) -> None:
@@ -185,14 +185,6 @@ def profile(repo: Path, sha: str) -> None:
         print(f"    {line}")
     if proc.returncode != 0:
         print(proc.stderr)
-
-
-def load() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
 
 
 def main() -> int:
@@ -225,7 +217,7 @@ def main() -> int:
             built.write_text("ok\n")
         sha = commit_staged(repo)
         times = measure(repo, sha, args.docs, args.reps)
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med = medians(times)
         print(f"{args.docs} documents, median (min-max) of {args.reps} runs, load {load()}:")
         for key, label in (("hook", "pre-commit hook"), ("verify", "verify (hash level)")):
             v = times[key]

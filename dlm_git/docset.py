@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from dlm_git.gitio import safe_relpath
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
+from dlm_git.paths import is_safe
 from dlm_git.safeparse import TooDeep, load_yaml
 
 PARAMS_NAME = "params.yaml"
@@ -43,7 +43,7 @@ def _dir(path: str) -> str:
 
 
 def _safe_dir(rel: str) -> bool:
-    return rel == "." or safe_relpath(rel)
+    return rel == "." or is_safe(rel)
 
 
 @dataclass

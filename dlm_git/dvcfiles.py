@@ -5,8 +5,8 @@ Invariants:
   (`dlm_git.safeparse`); a stage's out is matched by its exact path relative to the
   repository root.
 - A record is checked before it is used: every md5 is exactly 32 lowercase hex digits
-  (plus `.dir` for a directory), every `.dir` listing entry a relative path with no
-  empty, `.` or `..` component, no backslash or NUL, and no path listed twice. A record
+  (plus `.dir` for a directory), every `.dir` listing entry a relative path the one
+  path-safety rule accepts (`dlm_git.paths`), and no path listed twice. A record
   that fails is a `DvcRecordError` (malformed: a failed check), never a path joined
   into the file system; only a cache object that is not there is "absent". So nothing
   outside the DVC cache is ever opened on a record's say-so.
@@ -37,7 +37,8 @@ import yaml
 
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import copy_regular, digest_regular, read_regular
-from dlm_git.safeparse import load_json, load_yaml
+from dlm_git.paths import problem
+from dlm_git.safeparse import dig, load_json, load_yaml
 
 DVC_LOCK = "dvc.lock"
 MD5_RE = re.compile(r"[0-9a-f]{32}(?:\.dir)?")
@@ -72,13 +73,9 @@ def check_relpath(value: object, where: str) -> str:
         raise DvcRecordError(
             where, f"relpath {str(value)[:80]!r} is not a non-empty string", RESTORE
         )
-    bad = None
-    if value.startswith("/") or "\\" in value or "\0" in value:
-        bad = "is absolute or holds a backslash or NUL"
-    elif any(part in ("", ".", "..") for part in value.split("/")):
-        bad = "has an empty, '.' or '..' component"
+    bad = problem(value)
     if bad is not None:
-        raise DvcRecordError(where, f"relpath {str(value)[:80]!r} {bad}", RESTORE)
+        raise DvcRecordError(where, f"relpath {value[:80]!r} {bad.value}", RESTORE)
     return value
 
 
@@ -143,14 +140,7 @@ def _outs_in_order(lock: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
 
 def _dvc_out(stage: str, path: str, out: dict[str, Any]) -> DvcOut:
     md5 = check_md5(out["md5"], f"{DVC_LOCK}: stages.{stage}.outs[{path}].md5")
-    size, nfiles = out.get("size"), out.get("nfiles")
-    return DvcOut(
-        stage,
-        path,
-        md5,
-        size if isinstance(size, int) and not isinstance(size, bool) else None,
-        nfiles if isinstance(nfiles, int) and not isinstance(nfiles, bool) else None,
-    )
+    return DvcOut(stage, path, md5, dig(out, "size", kind=int), dig(out, "nfiles", kind=int))
 
 
 class LockOuts:
@@ -226,16 +216,8 @@ def record_outs(
                 what = f"{where}.outs[{path[:80]}].md5: {exc.message}"
                 errors.append(DvcRecordError(name, what, RESTORE))
                 continue
-            size, nfiles = out.get("size"), out.get("nfiles")
-            outs.append(
-                DvcOut(
-                    stage,
-                    path,
-                    md5,
-                    size if isinstance(size, int) and not isinstance(size, bool) else None,
-                    nfiles if isinstance(nfiles, int) and not isinstance(nfiles, bool) else None,
-                )
-            )
+            size, nfiles = dig(out, "size", kind=int), dig(out, "nfiles", kind=int)
+            outs.append(DvcOut(stage, path, md5, size, nfiles))
     return outs, errors
 
 

@@ -12,7 +12,8 @@ pipeline, the hooks and `verify` always agree on them.
     <doc dir>/dlm.sig         the signature over the .dlm, lock, manifest and adapter (git)
     <doc dir>/base.json       the resolved base's identity (git; the pipeline's dependency
                               on the base, so that swapping the base reruns training)
-    <doc dir>/adapter/        the LoRA adapter (DVC-cached, gitignored)
+    <doc dir>/adapter/        the LoRA adapter (DVC-cached, gitignored):
+              adapter_model.safetensors, adapter_config.json
     <doc dir>/tokens/         tokenized rows (DVC-cached, gitignored)
     <doc dir>/segments/       segment boundary snapshots (DVC-cached, gitignored)
     <doc dir>/run.json        wall times and throughput of the last run (gitignored)
@@ -31,6 +32,10 @@ METRICS_NAME = "metrics.json"
 LOSS_NAME = "train_loss.tsv"
 VERIFY_NAME = "verify.json"
 ADAPTER_DIR = "adapter"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_FILES = (ADAPTER_WEIGHTS, ADAPTER_CONFIG)
+"""The files of `adapter/` (PEFT's names; training keeps these two and nothing else)."""
 TOKENS_DIR = "tokens"
 SEGMENTS_DIR = "segments"
 RUN_RECORD_NAME = "run.json"
@@ -40,6 +45,10 @@ PIPELINE_TINY_DIR = "bases/tiny"
 """Where the pipeline's `base` stage builds builtin:tiny, relative to the repository root
 (machine-local, built only when a document uses it; verify and the hooks look for the base
 there too)."""
+
+DOC_OUTS = (ADAPTER_DIR, SEGMENTS_DIR)
+"""The DVC-cached outs that verify reads from the DVC cache and fsck attributes to their
+document (`tokens/` is cached too, but rebuilt from the inputs wherever it is needed)."""
 
 OUTPUT_NAMES = (
     LOCK_NAME,

@@ -1,4 +1,6 @@
-"""Bounded YAML and JSON parsing: hostile nesting is an error, never a crash.
+"""The one door for bytes dlm-git did not write: every JSON and YAML parse of dlm-git goes
+through here (`tests/unit/test_one_door.py`), bounded so hostile nesting is an error,
+never a crash; `dig` reads nested values of what was parsed without trusting its shape.
 
 Invariants:
 - libyaml's composer (`CSafeLoader`) recurses in C once per nesting level and overflows
@@ -9,17 +11,23 @@ Invariants:
   `RecursionError` becomes a `ValueError`.
 - The measurement is skipped when the text cannot nest that deep: every collection
   starts at one of `[`, `{`, `-`, `?`, `:`, so fewer of those than `MAX_DEPTH` bound it.
-- Errors are the parsers' own types (`yaml.YAMLError`, `ValueError`), so every caller's
-  existing handling of unparseable input covers them. Imports nothing heavy (the hooks).
+- YAML is only ever built by a safe loader (plain data, no tags that run code); with
+  `unique_keys` a mapping holding a key twice is an error (last-wins would silently drop
+  the first value).
+- Errors are the parsers' own types (`yaml.YAMLError`, `ValueError`, of which
+  `DuplicateKey` is one), so every caller's existing handling of unparseable input covers
+  them. `dig` never raises. Imports nothing of dlm-git and nothing heavy (the hooks).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Protocol, TypeVar, overload
 
 import yaml
+
+T = TypeVar("T")
 
 MAX_DEPTH = 64
 LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when available
@@ -55,21 +63,104 @@ def check_yaml_depth(text: str, limit: int = MAX_DEPTH) -> None:
         parser.dispose()
 
 
-def load_yaml(text: str, loader: Any = LOADER) -> Any:
-    """`yaml.load(text, Loader=loader)` (a safe loader) after `check_yaml_depth`."""
+class _UniqueKeyLoader(LOADER):  # type: ignore[misc]
+    """The safe loader (libyaml's parser when available: several times faster), refusing
+    a mapping with the same key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key '{key}'", key_node.start_mark
+                )
+            seen.add(key)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def load_yaml(text: str, *, unique_keys: bool = False) -> Any:
+    """The YAML document `text` as plain data (a safe loader), after `check_yaml_depth`.
+    `unique_keys`: a mapping with a key twice is a `yaml.YAMLError` (with its mark)."""
     check_yaml_depth(text)
-    return yaml.load(text, Loader=loader)  # noqa: S506 (callers pass safe loaders only)
+    loader = _UniqueKeyLoader if unique_keys else LOADER
+    return yaml.load(text, Loader=loader)  # noqa: S506 (safe loaders only)
 
 
-def load_json(data: str | bytes, *, finite: bool = False) -> Any:
+def compose_yaml(text: str) -> yaml.Node | None:
+    """The node tree of the YAML document `text` (marks for locating a key), after
+    `check_yaml_depth`."""
+    check_yaml_depth(text)
+    node: yaml.Node | None = yaml.compose(text, Loader=LOADER)
+    return node
+
+
+class RoundTrip(Protocol):
+    """A YAML reader that keeps comments and layout (ruamel's `YAML()`)."""
+
+    def load(self, stream: str) -> Any: ...
+
+
+def load_yaml_with(reader: RoundTrip, text: str) -> Any:
+    """`reader.load(text)` after `check_yaml_depth`: for a file dlm-git edits in place
+    (ruamel's round trip), bounded as every other YAML read is."""
+    check_yaml_depth(text)
+    return reader.load(text)
+
+
+class DuplicateKey(ValueError):
+    """A JSON object holds the same key twice (`load_json(..., unique_keys=True)`)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+
+
+def load_json(data: str | bytes, *, finite: bool = False, unique_keys: bool = False) -> Any:
     """`json.loads`, with nesting too deep for the parser a `ValueError`. `finite`: NaN,
     Infinity and numbers that overflow to infinity are a `ValueError` too (not JSON, and
-    nothing that holds them can be written back out as JSON)."""
+    nothing that holds them can be written back out as JSON). `unique_keys`: an object
+    with a key twice is a `DuplicateKey` (a `ValueError`)."""
     extra: dict[str, Any] = {"parse_constant": _not_json, "parse_float": _finite} if finite else {}
+    if unique_keys:
+        extra["object_pairs_hook"] = _unique
     try:
         return json.loads(data, **extra)
     except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        raise ValueError("nested too deeply") from None
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+@overload
+def dig(obj: object, *keys: str | int) -> object: ...
+@overload
+def dig(obj: object, *keys: str | int, kind: type[T]) -> T | None: ...
+def dig(obj: object, *keys: str | int, kind: type[Any] = object) -> Any:
+    """`obj[k1][k2]...` where every level is a dict (a `str` key) or a list (an `int`
+    index, negative counting from the end), else None; with `kind`, None too unless the
+    value found is one (`bool` is not an `int` here). Never raises: for parsed hostile
+    data, whatever its shape."""
+    for key in keys:
+        if isinstance(key, str) and isinstance(obj, dict):
+            obj = obj.get(key)
+        elif isinstance(key, int) and not isinstance(key, bool) and isinstance(obj, list):
+            if not -len(obj) <= key < len(obj):
+                return None
+            obj = obj[key]
+        else:
+            return None
+    if isinstance(obj, bool) and kind is int:
+        return None
+    return obj if isinstance(obj, kind) else None
 
 
 def _not_json(name: str) -> float:

@@ -3,12 +3,12 @@ covered exactly by the tensors (no gaps, overlaps or trailing bytes), dtypes and
 must agree with byte lengths, names are real Unicode, keys are unique. Nothing is ever
 unpickled, and no library reads the file.
 
-Invariant: standard library only (the git hooks and hash-level verify import it).
+Invariant: standard library and `safeparse` (the one door for JSON) only: the git hooks
+and hash-level verify import it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import open_regular
+from dlm_git.safeparse import DuplicateKey, load_json
 
 MAX_HEADER_SIZE = 100_000_000
 
@@ -66,21 +67,6 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
 def _parse_header_bytes(raw: bytes, subject: str) -> dict[str, Any]:
     def fail(message: str) -> SafetensorsFormatError:
         return SafetensorsFormatError(subject, message)
@@ -90,10 +76,10 @@ def _parse_header_bytes(raw: bytes, subject: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise fail(f"header is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
-    except _DuplicateKey as exc:
+        obj = load_json(text, unique_keys=True)
+    except DuplicateKey as exc:
         raise fail(f"header JSON has duplicate key {exc.key!r}") from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise fail(f"header is not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise fail(f"header JSON is a {type(obj).__name__}, not an object")

@@ -1,7 +1,7 @@
 """The library versions a training run records (`dlm.lock` `pinned_versions`).
 
 Invariant: the one list of packages whose versions can change an adapter's bits; the lock
-policy (lock/policy.py) judges changes to them, replay compares them (numerics.expect_bits).
+policy (lock/policy.py) judges changes to them, replay compares them (numerics.judge.expect_bits).
 Reads installed package metadata only: no import of the packages themselves.
 """
 

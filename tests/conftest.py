@@ -1,46 +1,50 @@
-"""Shared fixtures: a throwaway git repository, a `.dlm` writer, and a hermetic environment.
+"""Shared fixtures: a hermetic session, a throwaway git repository, a `.dlm` writer, and the
+verified repository with its forger.
 
-Every test session gets its own base-model cache (`DLM_GIT_BASE_CACHE`) so nothing is ever
-written to `~/.cache`, a `DLM_GIT_CACHE_DIR` override is removed (token caches live in each
-test's repository unless a test sets one), DVC analytics are off, and Hugging Face
-libraries stay offline.
+The session's environment is hermetic: git and DVC read only the session's configuration
+(`tests/support/env.py`: a user's global git config, hooks path or DVC remote never reach
+a test), every session gets its own base-model cache (`DLM_GIT_BASE_CACHE`) so nothing is
+ever written to `~/.cache`, a `DLM_GIT_CACHE_DIR` override and a user's `DLM_GIT_STRICT`
+are removed (token caches live in each test's repository unless a test sets one), DVC
+analytics are off, and Hugging Face libraries stay offline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
 
-from dlm_git import numerics
-from dlm_git.determinism import plan
-from tests.support.forge import load_forgery
+from dlm_git.numerics.activate import activate
+from dlm_git.numerics.plan import plan
+from dlm_git.numerics.table import NumericsError
+from tests.support.docs import WriteDoc
+from tests.support.docs import write_doc as write_doc_file
+from tests.support.env import isolation
+from tests.support.forger import Forge
 from tests.support.gitrepo import init_repo
+from tests.support.verdicts import call_main_in
+from tests.support.verified import build_verified_repo, copy_repo
 
 # Kernel variables only count before torch initialises: pin the default CPU profile for
 # this test session now, so in-process training (`run_cli`) runs here instead of in a
 # child process. Tests of other profiles train in subprocesses.
-with contextlib.suppress(numerics.NumericsError):
-    numerics.activate(plan("cpu").env)
-
-DEFAULT_DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
-
-WriteDoc = Callable[..., Path]
+with contextlib.suppress(NumericsError):
+    activate(plan("cpu").env)
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DVC_NO_ANALYTICS", "1")
+        for key, value in isolation().items():
+            mp.setenv(key, value)
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.setenv("DLM_GIT_BASE_CACHE", str(tmp_path_factory.mktemp("base-cache")))
         mp.delenv("DLM_GIT_CACHE_DIR", raising=False)  # token caches stay in each test repo
+        mp.delenv("DLM_GIT_STRICT", raising=False)  # strict mode only where a test sets it
         yield
 
 
@@ -50,61 +54,26 @@ def git_repo(tmp_path: Path) -> Path:
     return init_repo(tmp_path / "repo")
 
 
-def _write_doc(
-    directory: Path,
-    body: str = "",
-    *,
-    frontmatter: str = "",
-    name: str = "doc.dlm",
-    dlm_id: str | None = DEFAULT_DLM_ID,
-) -> Path:
-    """Write `<directory>/<name>`: `---`, `dlm_id`, the extra frontmatter YAML, `---`, body."""
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = ["---"]
-    if dlm_id is not None:
-        lines.append(f"dlm_id: {dlm_id}")
-    if frontmatter:
-        lines.append(frontmatter.strip("\n"))
-    lines.append("---")
-    text = "\n".join(lines) + "\n" + body
-    path = directory / name
-    path.write_bytes(text.encode("utf-8"))
-    return path
-
-
 @pytest.fixture
 def write_doc() -> WriteDoc:
     """`write_doc(directory, body="", *, frontmatter="", name="doc.dlm", dlm_id=...)`."""
-    return _write_doc
-
-
-@pytest.fixture
-def clean_env() -> dict[str, str]:
-    """A copy of the (hermetic) environment for subprocesses."""
-    return dict(os.environ)
+    return write_doc_file
 
 
 # --------------------------------------------------------------------------- the forger
 # One trained, committed repository per session, built only when a test asks for it
-# (`dlm-git init` + `dvc repro` + commit, ~40 s); `forge` gives each test its own full copy
-# (work tree, .git, .dvc/cache) and a `Forge` (tests/falsifiability/forgery.py) that
-# tampers with it and runs `dlm-git verify`; `forgery` is the helper module itself.
+# (`dlm-git init` + `dvc repro` + commit, ~40 s: tests/support/verified.py); `forge` gives
+# each test its own full copy (work tree, .git, .dvc/cache) and a `Forge`
+# (tests/support/forger.py) that tampers with it and runs `dlm-git verify`.
 
 
 @pytest.fixture(scope="session")
-def forgery() -> ModuleType:
-    return load_forgery()
-
-
-@pytest.fixture(scope="session")
-def verified_repo(tmp_path_factory: pytest.TempPathFactory, forgery: ModuleType) -> Path:
+def verified_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pristine trained-and-committed repository. Never modify it: use `forge`."""
-    return Path(forgery.build_verified_repo(tmp_path_factory.getbasetemp()))
+    return build_verified_repo(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture
-def forge(
-    tmp_path: Path, verified_repo: Path, forgery: ModuleType, capfd: pytest.CaptureFixture[str]
-) -> Any:
-    root = forgery.copy_repo(verified_repo, tmp_path / "repo")
-    return forgery.Forge(root, forgery.call_main_in(root, capfd))
+def forge(tmp_path: Path, verified_repo: Path, capfd: pytest.CaptureFixture[str]) -> Forge:
+    root = copy_repo(verified_repo, tmp_path / "repo")
+    return Forge(root, call_main_in(root, capfd))

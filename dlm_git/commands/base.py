@@ -79,15 +79,15 @@ def _build_tiny(out: Path) -> None:
 def _pin_numerics() -> None:
     """Draw the random weights in the kernels this machine's default profile pins (the
     same draw on every x86-64 machine), when torch has not started yet."""
-    from dlm_git import numerics
-    from dlm_git.determinism import plan
+    from dlm_git.numerics.activate import activate, can_run_in_process
+    from dlm_git.numerics.plan import plan
 
     try:
         env = plan("cpu").env
     except DlmGitError:  # no profile runs here: the build is still deterministic here
         return
-    if numerics.can_run_in_process(env):
-        numerics.activate(env)
+    if can_run_in_process(env):
+        activate(env)
 
 
 @base_app.command("list")

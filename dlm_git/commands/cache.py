@@ -13,7 +13,7 @@ from dlm_git.errors import UsageError
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
-    from dlm_git.cache.store import TokenCache
+    from dlm_git.cache.index import Index
 
 cache_app = typer.Typer(
     help="Inspect, prune or clear the tokenized-section cache.",
@@ -34,22 +34,29 @@ def parse_duration(text: str) -> float:
     return int(m.group(1)) * UNIT_SECONDS[m.group(2)]
 
 
-def _cache_for(doc: Path) -> tuple[TokenCache, str, int, int]:
-    """The cache a document uses, its dlm_id, max_bytes and prune default (days)."""
-    from dlm_git.cache.store import TokenCache, default_cache_dir
+def index_at(repo_root: Path) -> Index:
+    """The index of the token cache the repository's documents use."""
+    from dlm_git.cache.index import Index
+    from dlm_git.cache.layout import CacheLayout, default_cache_dir
+
+    return Index(CacheLayout(default_cache_dir(repo_root)))
+
+
+def _cache_for(doc: Path) -> tuple[Index, str, int, int]:
+    """The cache index a document uses, its dlm_id, max_bytes and prune default (days)."""
     from dlm_git.doc.load import load_document
 
     loaded = load_document(doc)
     cfg = loaded.doc.frontmatter.training.cache
-    cache = TokenCache(default_cache_dir(loaded.repo_root))
-    return cache, loaded.doc.frontmatter.dlm_id, cfg.max_bytes, cfg.prune_older_than_days
+    index = index_at(loaded.repo_root)
+    return index, loaded.doc.frontmatter.dlm_id, cfg.max_bytes, cfg.prune_older_than_days
 
 
-def cache_summary(cache: TokenCache, dlm_id: str, max_bytes: int) -> dict[str, object]:
-    stats = cache.stats()
-    last = cache.last_run(dlm_id)
+def cache_summary(index: Index, dlm_id: str, max_bytes: int) -> dict[str, object]:
+    stats = index.stats()
+    last = index.last_run(dlm_id)
     return {
-        "path": str(cache.root),
+        "path": str(index.layout.root),
         "entries": stats.entries,
         "bytes": stats.bytes,
         "max_bytes": max_bytes,
@@ -63,8 +70,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Cache path, entries, bytes and the last run's hit rate for DOC."""
-    cache, dlm_id, max_bytes, _ = _cache_for(doc)
-    summary = cache_summary(cache, dlm_id, max_bytes)
+    index, dlm_id, max_bytes, _ = _cache_for(doc)
+    summary = cache_summary(index, dlm_id, max_bytes)
     if as_json:
         emit_json(summary)
         return
@@ -90,10 +97,10 @@ def prune(
     ),
 ) -> None:
     """Drop entries not used recently; sweep orphan and tmp files."""
-    cache, _, _, days = _cache_for(doc)
+    index, _, _, days = _cache_for(doc)
     seconds = parse_duration(older_than) if older_than else days * 86400
-    removed, swept = cache.prune(seconds)
-    echo(f"pruned {removed} entries, swept {swept} orphan/tmp files from {cache.root}")
+    removed, swept = index.prune(seconds)
+    echo(f"pruned {removed} entries, swept {swept} orphan/tmp files from {index.layout.root}")
 
 
 @cache_app.command("clear")
@@ -102,15 +109,15 @@ def clear(
     force: bool = typer.Option(False, "--force", "-f", help="Don't ask for confirmation."),
 ) -> None:
     """Remove every entry (asks first unless --force)."""
-    cache, _, _, _ = _cache_for(doc)
+    index, _, _, _ = _cache_for(doc)
     if not force:
         if not sys.stdin.isatty():
             raise UsageError("cache clear", "refusing to clear without a terminal", "add --force")
-        stats = cache.stats()
+        stats = index.stats()
         if not typer.confirm(
-            f"Remove {stats.entries} entries ({stats.bytes} bytes) from {cache.root}?"
+            f"Remove {stats.entries} entries ({stats.bytes} bytes) from {index.layout.root}?"
         ):
             echo("nothing removed")
             raise typer.Exit(1)
-    removed, swept = cache.clear()
-    echo(f"cleared {removed} entries, swept {swept} orphan/tmp files from {cache.root}")
+    removed, swept = index.clear()
+    echo(f"cleared {removed} entries, swept {swept} orphan/tmp files from {index.layout.root}")

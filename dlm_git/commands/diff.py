@@ -34,25 +34,25 @@ def diff(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show what changed for each document: inputs, lock, adapter tensors, training."""
-    from dlm_git import revdoc
+    from dlm_git.docat import doc_rel
     from dlm_git.errors import UsageError
     from dlm_git.gitio import toplevel
     from dlm_git.history.diff import diff_sides, to_json
-    from dlm_git.history.sides import resolve_side
+    from dlm_git.history.sides import describe, resolve_side
     from dlm_git.verify.fetch import fetch_from
 
     root = toplevel(Path.cwd())
     source = fetch_from(root, fetch, remote, "diff")
-    side_a = resolve_side(root, a or "HEAD")
-    side_b = resolve_side(root, b)
-    only = revdoc.doc_rel(root, doc, "diff") if doc is not None else None
-    if only is not None and only not in {*side_a.documents(), *side_b.documents()}:
-        raise UsageError("diff", f"{doc}: no document on either side", "check --doc")
-    diffs = diff_sides(side_a, side_b, only, source)
-    if as_json:
-        emit_json(to_json(side_a, side_b, diffs))
-        return
-    echo(f"diff {side_a.describe()} -> {side_b.describe()}")
+    with resolve_side(root, a or "HEAD") as side_a, resolve_side(root, b) as side_b:
+        only = doc_rel(root, doc, "diff") if doc is not None else None
+        if only is not None and only not in {*side_a.documents(), *side_b.documents()}:
+            raise UsageError("diff", f"{doc}: no document on either side", "check --doc")
+        diffs = diff_sides(side_a, side_b, only, source)
+        heading = f"diff {describe(side_a)} -> {describe(side_b)}"
+        if as_json:
+            emit_json(to_json(side_a, side_b, diffs))
+            return
+    echo(heading)
     for d in diffs:
         for line in render(d):
             echo(line)  # names, first lines and values are the commits' text

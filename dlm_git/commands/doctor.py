@@ -21,22 +21,24 @@ def doctor(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show the numerics profile, its pins, whether it runs here, and the lock it records."""
-    from dlm_git import numerics
-    from dlm_git.determinism import plan, prepare
+    from dlm_git.numerics.plan import plan
+    from dlm_git.numerics.prepare import prepare
+    from dlm_git.numerics.probe import describe, diagnosis
+    from dlm_git.numerics.table import PROFILES, NumericsError
     from dlm_git.versions import pinned_versions
 
-    report: dict[str, Any] = {"machine": numerics.diagnosis()}
+    report: dict[str, Any] = {"machine": diagnosis()}
     try:  # first: the profile's variables must be set before torch is imported
         env = prepare(0, plan(device, numerics_name), threads)
-    except numerics.NumericsError as exc:
+    except NumericsError as exc:
         report["error"] = exc.one_line()
-        report["profiles"] = [numerics.describe(p) for p in numerics.PROFILES.values()]
+        report["profiles"] = [describe(p) for p in PROFILES.values()]
         _show(report, as_json)
         raise typer.Exit(1) from None
-    report["profiles"] = [numerics.describe(p) for p in numerics.PROFILES.values()]
+    report["profiles"] = [describe(p) for p in PROFILES.values()]
     report.update(
         {
-            "numerics": numerics.describe(env.profile),
+            "numerics": describe(env.profile),
             "hardware_tier": env.hardware.tier,
             "determinism_class": env.klass,
             "determinism_flags": env.flags,

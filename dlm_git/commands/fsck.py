@@ -1,6 +1,6 @@
 """`dlm-git fsck [--repair [--allow-outside-cache]] [--full] [--json]`: check the DVC cache
 objects the history references and the token cache against their own hashes
-(`dlm_git.history.fsck`).
+(`dlm_git.fsck`).
 
 Exit 0 when nothing is corrupted (missing and orphaned objects are reported, never a
 failure), 1 while a corrupted object remains (after `--repair`, if given) or when
@@ -38,8 +38,9 @@ def fsck(
 ) -> None:
     """Check every cache object the history references, and the token cache."""
     from dlm_git.errors import UsageError
+    from dlm_git.fsck.render import render
+    from dlm_git.fsck.run import run_fsck
     from dlm_git.gitio import toplevel
-    from dlm_git.history.fsck import render, run_fsck
 
     if allow_outside_cache and not repair:
         raise UsageError("fsck", "--allow-outside-cache is only for --repair", "add --repair")

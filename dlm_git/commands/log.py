@@ -23,7 +23,8 @@ def log(
 ) -> None:
     """Show the lineage of each document's adapter: commits, adapters, lock acceptances,
     signatures and verdicts (from git objects only)."""
-    from dlm_git import gitio, revdoc
+    from dlm_git import gitio
+    from dlm_git.docat import doc_rel
     from dlm_git.errors import UsageError
     from dlm_git.history.log import lineage
 
@@ -33,7 +34,7 @@ def log(
     head = gitio.resolve_commit("HEAD", root)
     if head is None:
         raise UsageError("log", "no commits yet", "commit a trained document first")
-    docs = [revdoc.doc_rel(root, doc, "log")] if doc is not None else _documents(root, head)
+    docs = [doc_rel(root, doc, "log")] if doc is not None else _documents(root, head)
     lineages = {d: lineage(root, head, d, max_count) for d in docs}
     if doc is not None and not lineages[docs[0]]:
         raise UsageError("log", f"{doc}: no records of this document in HEAD's history")
@@ -48,9 +49,10 @@ def log(
 
 
 def _documents(root: Path, head: str) -> list[str]:
-    from dlm_git.history.sides import Side
+    from dlm_git.docat import TreeAt
 
-    return Side(root, head, "HEAD").documents()
+    with TreeAt(root, head, "HEAD") as tree:
+        return tree.documents()
 
 
 def render(e: LogEntry) -> list[str]:

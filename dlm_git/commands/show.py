@@ -33,16 +33,14 @@ def show_report(loaded: LoadedDocument) -> dict[str, Any]:
 
     d = loaded.doc
     located = locate_base(d.frontmatter.base_model, d.directory, loaded.repo_root)
-    from dlm_git.cache.store import TokenCache, default_cache_dir
-    from dlm_git.commands.cache import cache_summary
+    from dlm_git.commands.cache import cache_summary, index_at
 
     rows = loaded.rows
     cfg = d.frontmatter.training.cache
-    cache = TokenCache(default_cache_dir(loaded.repo_root))
     return {
         "training_cache": {
             "enabled": cfg.enabled,
-            **cache_summary(cache, d.frontmatter.dlm_id, cfg.max_bytes),
+            **cache_summary(index_at(loaded.repo_root), d.frontmatter.dlm_id, cfg.max_bytes),
         },
         "path": str(d.path),
         "dlm_sha256": d.sha256,

@@ -1,10 +1,16 @@
-"""`dlm-git train DOC [--strict-lock | --update-lock | --ignore-lock] [--no-cache]`."""
+"""`dlm-git train DOC [--strict-lock | --update-lock | --ignore-lock] [--no-cache]`.
+
+Invariant: the command line is checked here (misuse exits 2 before anything is read);
+the training is `dlm_git.train.run.run_train`'s. The `--json` output is for users and
+documented; no dlm-git process reads it (children answer through
+`dlm_git.childproc`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -16,6 +22,7 @@ from dlm_git.topology import FLAG, check_nproc
 
 if TYPE_CHECKING:
     from dlm_git.lock.schema import Lock
+    from dlm_git.train.options import TrainOutcome
 
 LOCK_MODES: dict[str, LockMode] = {
     "default": "default",
@@ -72,39 +79,13 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
     """Train the document's LoRA adapter deterministically; write dlm.lock and manifest.json."""
-    from dlm_git.train.run import TrainOptions, run_train
+    from dlm_git.train.options import TrainOptions
+    from dlm_git.train.run import run_train
 
-    chosen: tuple[tuple[LockMode, bool], ...] = (
-        ("strict", strict_lock),
-        ("update", update_lock),
-        ("ignore", ignore_lock),
-    )
-    flagged: list[LockMode] = [mode for mode, on in chosen if on]
-    if lock_mode:
-        named = LOCK_MODES.get(lock_mode)
-        if named is None:
-            raise UsageError(
-                "train",
-                f"unknown --lock-mode '{lock_mode}'",
-                "use default, strict, update or ignore",
-            )
-        if named != "default":
-            flagged.append(named)
-    if len(flagged) > 1:
-        raise UsageError(
-            "train", "--strict-lock, --update-lock and --ignore-lock are mutually exclusive"
-        )
-    if device not in ("auto", "cpu", "cuda", "mps") and not device.startswith("cuda:"):
-        raise UsageError("train", f"unknown --device '{device}'", "use auto, cpu, cuda or mps")
-    if segment_every is not None and segment_every < 0:
-        raise UsageError("train", "--segment-every must be 0 or more")
-    check_nproc(nproc)
-    if numerics is not None and numerics != "auto":
-        from dlm_git.numerics import profile_named
-
-        profile_named(numerics)
+    mode = _lock_mode(strict_lock, update_lock, ignore_lock, lock_mode)
+    _check_options(device, segment_every, nproc, numerics)
     options = TrainOptions(
-        lock_mode=flagged[0] if flagged else "default",
+        lock_mode=mode,
         use_cache=not no_cache,
         device=device,
         threads=threads,
@@ -117,37 +98,84 @@ def train(
         nproc=nproc,
     )
     outcome = run_train(doc, options)
-    m = outcome.manifest
     if as_json:
-        emit_json(
-            {
-                "doc": str(outcome.doc_path),
-                "adapter_sha256": outcome.adapter_sha256,
-                "tensor_root": outcome.tensor_root,
-                "determinism_class": outcome.lock.determinism_class,
-                "hardware_tier": outcome.lock.hardware_tier,
-                "numerics": outcome.lock.determinism_flags.get("numerics"),
-                "steps": m.training.steps,
-                "final_loss_hex": m.training.final_loss_hex,
-                "lock_written": outcome.lock_written,
-                "lock_sha256": m.lock_sha256,
-                "warnings": [f.describe() for f in outcome.warnings],
-                "warning_findings": [asdict(f) for f in outcome.warnings],
-                "lock": outcome.lock.model_dump(mode="json"),
-                "manifest_path": str(outcome.doc_path.parent / MANIFEST_NAME),
-                "run": outcome.run_record,
-            }
-        )
+        emit_json(_as_json(outcome))
         return
+    _echo_outcome(outcome)
+
+
+def _lock_mode(strict: bool, update: bool, ignore: bool, named: str) -> LockMode:
+    """The one lock mode the flags (and `--lock-mode`) choose."""
+    chosen: tuple[tuple[LockMode, bool], ...] = (
+        ("strict", strict),
+        ("update", update),
+        ("ignore", ignore),
+    )
+    flagged: list[LockMode] = [mode for mode, on in chosen if on]
+    if named:
+        mode = LOCK_MODES.get(named)
+        if mode is None:
+            raise UsageError(
+                "train",
+                f"unknown --lock-mode '{named}'",
+                "use default, strict, update or ignore",
+            )
+        if mode != "default":
+            flagged.append(mode)
+    if len(flagged) > 1:
+        raise UsageError(
+            "train", "--strict-lock, --update-lock and --ignore-lock are mutually exclusive"
+        )
+    return flagged[0] if flagged else "default"
+
+
+def _check_options(
+    device: str, segment_every: int | None, nproc: int, numerics: str | None
+) -> None:
+    if device not in ("auto", "cpu", "cuda", "mps") and not device.startswith("cuda:"):
+        raise UsageError("train", f"unknown --device '{device}'", "use auto, cpu, cuda or mps")
+    if segment_every is not None and segment_every < 0:
+        raise UsageError("train", "--segment-every must be 0 or more")
+    check_nproc(nproc)
+    if numerics is not None and numerics != "auto":
+        from dlm_git.numerics.table import profile_named
+
+        profile_named(numerics)
+
+
+def _as_json(outcome: TrainOutcome) -> dict[str, Any]:
+    """The documented `--json` output (for users: no dlm-git process reads it)."""
+    m = outcome.manifest
+    return {
+        "doc": str(outcome.doc_path),
+        "adapter_sha256": outcome.adapter_sha256,
+        "tensor_root": outcome.tensor_root,
+        "determinism_class": outcome.lock.determinism_class,
+        "hardware_tier": outcome.lock.hardware_tier,
+        "numerics": outcome.lock.determinism_flags.get("numerics"),
+        "steps": m.training.steps,
+        "final_loss_hex": m.training.final_loss_hex,
+        "lock_written": outcome.lock_written,
+        "lock_sha256": m.lock_sha256,
+        "warnings": [f.describe() for f in outcome.warnings],
+        "warning_findings": [asdict(f) for f in outcome.warnings],
+        "lock": outcome.lock.model_dump(mode="json"),
+        "manifest_path": str(outcome.doc_path.parent / MANIFEST_NAME),
+        "run": outcome.run_record,
+    }
+
+
+def _echo_outcome(outcome: TrainOutcome) -> None:
+    m, lock = outcome.manifest, outcome.lock
     echo(
         f"{outcome.doc_path}: trained {m.training.steps} steps, {m.training.tokens_trained} tokens"
     )
     echo(f"  adapter sha256   {outcome.adapter_sha256}")
     echo(f"  tensor root      {outcome.tensor_root}")
     echo(
-        f"  determinism      {outcome.lock.determinism_class} on {outcome.lock.hardware_tier},"
-        f" numerics {outcome.lock.determinism_flags.get('numerics')}"
-        f" (threads={outcome.lock.determinism_flags.get('threads')}{_ranks(outcome.lock)})"
+        f"  determinism      {lock.determinism_class} on {lock.hardware_tier},"
+        f" numerics {lock.determinism_flags.get('numerics')}"
+        f" (threads={lock.determinism_flags.get('threads')}{_ranks(lock)})"
     )
     echo(
         f"  final loss       {float.fromhex(m.training.final_loss_hex):.6f}"

@@ -149,7 +149,7 @@ def finish(
 
 
 def print_table(reports: list[DocReport]) -> None:
-    from dlm_git.verify.checks import MARKS
+    from dlm_git.contract.outcome import MARKS
 
     """One line per check, note and verdict; names and details are the commit's text,
     so every line goes through `echo` (control characters escaped)."""

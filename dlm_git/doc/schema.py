@@ -93,7 +93,7 @@ class TrainingConfig(Frozen):
     @field_validator("numerics")
     @classmethod
     def _known_profile(cls, value: str | None) -> str | None:
-        from dlm_git.numerics import PROFILES
+        from dlm_git.numerics.table import PROFILES
 
         if value is not None and value != "auto" and value not in PROFILES:
             raise ValueError(

@@ -29,7 +29,11 @@ Invariants:
 - The document's own outputs (adapter/, dlm.lock, manifest.json, ...) are never sources.
 - A file or directory whose name is not valid UTF-8 is skipped with that reason (its
   relpath shown with the bad bytes escaped, `\\xff`): relpaths are hashed and recorded
-  as UTF-8 text. Any other name (newlines, tabs, leading dashes, ...) is a name.
+  as UTF-8 text. A path under its directive that the one path-safety rule refuses
+  (`dlm_git.paths`: a backslash, a `.git` component as git's NTFS protection sees it, a
+  leading drive `C:`) is skipped with that reason: verify never writes such a path out
+  of a commit, so training never records one. Any other name (newlines, tabs, leading
+  dashes, ...) is a name.
 """
 
 from __future__ import annotations
@@ -45,13 +49,15 @@ from typing import NamedTuple
 
 import pathspec
 
+from dlm_git.doc.body import decode_utf8, normalize_text
 from dlm_git.doc.errors import SourcesError
-from dlm_git.doc.parser import Document, decode_utf8, key_line, normalize_text
+from dlm_git.doc.parser import Document, key_line
 from dlm_git.doc.peek import directive_root, leaves_repository
 from dlm_git.doc.schema import SourceSpec
 from dlm_git.doc.sections import Section, source_section, source_section_id
 from dlm_git.hashing import TextDigest, TextForm, digest_text, sha256_bytes, sha256_text
 from dlm_git.layout import DocLayout, repo_root_of
+from dlm_git.paths import problem
 
 IGNORE_FILE = ".dlmignore"
 BINARY_SNIFF_BYTES = 1024
@@ -496,7 +502,7 @@ def _expand_one(
     limit, max_files = spec.max_bytes_per_file, spec.max_files
     for rel, full, regular in candidates:
         relpath = prefix + rel
-        reason = rules.file_reason(rel, full, regular)
+        reason = rules.file_reason(rel, full, regular) or _path_reason(rel)
         if reason is None:
             if len(files) >= max_files:
                 reason = f"beyond max_files ({max_files})"
@@ -510,6 +516,12 @@ def _expand_one(
     # os.walk yields directories in file-system order; the report must not depend on it
     skipped.sort(key=lambda s: s.relpath)
     return files, skipped
+
+
+def _path_reason(rel: str) -> str | None:
+    """Why the path of a file under its directive's root cannot be a source, or None."""
+    bad = problem(rel)
+    return None if bad is None else f"path {bad.value} (never written out of a commit)"
 
 
 def _read_source(relpath: str, full: str, limit: int) -> SourceFile | str:

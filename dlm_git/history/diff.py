@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from dlm_git import revdoc
+from dlm_git.docat import DocAt, TreeAt, prefix_of
 from dlm_git.history.records import json_object, recorded_adapter_sha
-from dlm_git.history.sides import Side
+from dlm_git.history.sides import adapter_weights, commit_of, describe, load
 from dlm_git.history.tensors import AdapterDelta, compare, read_tensors
 from dlm_git.layout import LOCK_NAME, LOSS_NAME, MANIFEST_NAME, METRICS_NAME
 from dlm_git.lock.policy import Finding, classify
@@ -115,7 +115,7 @@ class DocDiff:
     training: TrainingDiff
 
 
-def diff_sides(a: Side, b: Side, only: str | None, fetch: FetchFrom | None) -> list[DocDiff]:
+def diff_sides(a: TreeAt, b: TreeAt, only: str | None, fetch: FetchFrom | None) -> list[DocDiff]:
     """Every document of either side (or just `only`), in name order."""
     in_a, in_b = set(a.documents()), set(b.documents())
     names = sorted(in_a | in_b) if only is None else [only]
@@ -127,16 +127,17 @@ def diff_sides(a: Side, b: Side, only: str | None, fetch: FetchFrom | None) -> l
 
 
 def diff_document(
-    a: Side, b: Side, doc: str, present: tuple[bool, bool], work: Path, fetch: FetchFrom | None
+    a: TreeAt, b: TreeAt, doc: str, present: tuple[bool, bool], work: Path, fetch: FetchFrom | None
 ) -> DocDiff:
-    prefix = revdoc.prefix_of(doc)
+    prefix = prefix_of(doc)
     names = [f"{prefix}{n}" for n in (LOCK_NAME, MANIFEST_NAME, METRICS_NAME, LOSS_NAME)]
-    ra, rb = a.read_many(names), b.read_many(names)
+    ra, rb = a.read(names), b.read(names)
     lock_a, man_a, met_a, loss_a = (ra[n] for n in names)
     lock_b, man_b, met_b, loss_b = (rb[n] for n in names)
-    inputs = diff_inputs(a, b, doc, present, work)
+    da, db = a.doc(doc), b.doc(doc)
+    inputs = diff_inputs(da, db, present, work)
     lock = diff_locks(lock_a, lock_b)
-    adapter = diff_adapters(a, b, doc, (json_object(man_a), json_object(man_b)), work, fetch)
+    adapter = diff_adapters(da, db, (json_object(man_a), json_object(man_b)), work, fetch)
     training = diff_training((json_object(met_a), json_object(met_b)), (loss_a, loss_b))
     status: Status
     if not present[0]:
@@ -153,13 +154,13 @@ def diff_document(
 # --------------------------------------------------------------------------- inputs
 
 
-def diff_inputs(a: Side, b: Side, doc: str, present: tuple[bool, bool], work: Path) -> InputsDiff:
+def diff_inputs(a: DocAt, b: DocAt, present: tuple[bool, bool], work: Path) -> InputsDiff:
     out = InputsDiff()
     loaded: list[Any] = []
     for side, here, sub in ((a, present[0], "a"), (b, present[1], "b")):
-        got = side.load(doc, work / sub) if here else None
+        got = load(side, work / sub) if here else None
         if isinstance(got, str):
-            out.unavailable.append(f"{side.describe()}: {got}")
+            out.unavailable.append(f"{describe(side.tree)}: {got}")
             got = None
         loaded.append(got)
     la, lb = loaded
@@ -253,9 +254,8 @@ def diff_locks(a: bytes | None, b: bytes | None) -> LockDiff:
 
 
 def diff_adapters(
-    a: Side,
-    b: Side,
-    doc: str,
+    a: DocAt,
+    b: DocAt,
     manifests: tuple[dict[str, Any] | None, dict[str, Any] | None],
     work: Path,
     fetch: FetchFrom | None,
@@ -266,10 +266,10 @@ def diff_adapters(
         return out
     tensors: list[dict[str, Any]] = []
     for side, sub in ((a, "adapter-a"), (b, "adapter-b")):
-        weights = side.adapter_weights(doc, work / sub, fetch)
+        weights = adapter_weights(side, work / sub, fetch)
         got = read_tensors(weights) if isinstance(weights, Path) else weights
         if isinstance(got, str):
-            out.unavailable.append(f"{side.describe()}: {got}")
+            out.unavailable.append(f"{describe(side.tree)}: {got}")
         else:
             tensors.append(got)
     if len(tensors) == 2:
@@ -327,7 +327,7 @@ def _float(obj: dict[str, Any] | None, key: str) -> float | None:
 # --------------------------------------------------------------------------- JSON form
 
 
-def to_json(a: Side, b: Side, diffs: list[DocDiff]) -> dict[str, Any]:
+def to_json(a: TreeAt, b: TreeAt, diffs: list[DocDiff]) -> dict[str, Any]:
     """The stable JSON form (docs/history.md documents every key)."""
     return {
         "schema": "dlm-git.diff/1",
@@ -337,8 +337,8 @@ def to_json(a: Side, b: Side, diffs: list[DocDiff]) -> dict[str, Any]:
     }
 
 
-def _side_json(side: Side) -> dict[str, Any]:
-    return {"label": side.label, "commit": side.commit}
+def _side_json(side: TreeAt) -> dict[str, Any]:
+    return {"label": side.label, "commit": commit_of(side)}
 
 
 def _doc_json(d: DocDiff) -> dict[str, Any]:

@@ -10,8 +10,9 @@ Invariants:
   lock's determinism class, profile and world size; a lock acceptance (a new
   `supersedes`) with its author, whether it names the lock it replaced (sha256 of that
   lock's bytes) and the drift it accepted (the one lock table, against that lock); the
-  signature judged with this machine's trust (`dlm_git.sign`: a signature by an
-  untrusted key is "untrusted", not "invalid"); the verdict the commit's own
+  signature judged by the contract's signature checks with this machine's trust
+  (`contract.signature`, as `verify` judges it; a signature by an untrusted key is
+  "untrusted", not "invalid"; one tree listing per signed entry); the verdict the commit's own
   `verify.json` records and, apart from it, the last verdict this machine's
   `dlm-git verify` reached for the commit (`dlm_git.verify.verdicts`).
 - Malformed records are described, never fatal.
@@ -22,9 +23,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from dlm_git import gitio, revdoc
+from dlm_git import gitio
+from dlm_git.contract.signature import Signature
+from dlm_git.docat import prefix_of
 from dlm_git.gitio import CommitInfo
 from dlm_git.hashing import sha256_bytes
 from dlm_git.history.records import json_object, recorded_adapter_sha
@@ -32,8 +35,10 @@ from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME
 from dlm_git.lock.policy import Finding, classify
 from dlm_git.topology import recorded_world_size
 
+if TYPE_CHECKING:
+    from dlm_git.sign.trust import TrustedKey
+
 RECORDS = (LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME)
-SignatureState = Literal["valid", "untrusted", "invalid"]
 
 
 @dataclass(frozen=True)
@@ -42,12 +47,6 @@ class Acceptance:
     chained: bool
     """True when `supersedes` is the sha256 of the lock this commit replaced."""
     drift: list[Finding]
-
-
-@dataclass(frozen=True)
-class Signature:
-    state: SignatureState
-    detail: str
 
 
 @dataclass
@@ -71,7 +70,7 @@ def lineage(root: Path, head: str, doc: str, limit: int | None) -> list[LogEntry
     """The entries of `doc` from `head`, newest first (at most `limit`)."""
     from dlm_git.verify.verdicts import known
 
-    prefix = revdoc.prefix_of(doc)
+    prefix = prefix_of(doc)
     paths = [prefix + name for name in RECORDS]
     commits = gitio.path_history(paths, root, head, limit)
     if not commits:
@@ -92,7 +91,7 @@ def lineage(root: Path, head: str, doc: str, limit: int | None) -> list[LogEntry
         record = {posixpath.basename(p): blobs.get(b) if b else None for p, b in state.items()}
         _read_records(entry, record, previous_lock, doc)
         if record.get(SIGNATURE_NAME) is not None:
-            entry.signature = _signature(root, info, doc, record)
+            entry.signature = _signature(root, info, doc)
         entry.local_verdict = verdicts.get(commit.sha, {}).get(doc)
         entry.adapter_changed = not entries or entries[-1].adapter_sha256 != entry.adapter_sha256
         previous_lock = record.get(LOCK_NAME)
@@ -158,49 +157,22 @@ def _read_lock(entry: LogEntry, lock: dict[str, Any], previous_lock: bytes | Non
         entry.acceptance = Acceptance(supersedes, chained, drift)
 
 
-def _signature(
-    root: Path, info: CommitInfo, doc: str, record: dict[str, bytes | None]
-) -> Signature:
-    from dlm_git.sign.bundle import signed_digests
-    from dlm_git.sign.judge import judge
+def _signature(root: Path, info: CommitInfo, doc: str) -> Signature:
+    """The signature checks of `doc` at the commit (`contract.signature`, as `verify` runs
+    them), judged with this machine's trust and the policy of the commit's first parent,
+    nothing required; the state read from the checks' states."""
+    from dlm_git.contract.outcome import Checks
+    from dlm_git.contract.signature import signature_checks, signature_state
+    from dlm_git.docat import TreeAt
     from dlm_git.sign.trust import trusted_keys
 
-    dlm = revdoc.the_dlm(root, doc, info.sha)
-    dlm_bytes = (
-        gitio.cat_files([f"{info.sha}:{dlm}"], root).get(f"{info.sha}:{dlm}") if dlm else None
-    )
-    manifest = json_object(record.get(MANIFEST_NAME)) or {}
-    files = manifest.get("adapter", {}).get("files", {}) if isinstance(manifest, dict) else {}
-    recorded = {
-        n: f.get("sha256")
-        for n, f in (files.items() if isinstance(files, dict) else [])
-        if isinstance(f, dict)
-    }
-    expected = signed_digests(
-        posixpath.basename(dlm or "document.dlm"),
-        dlm_bytes,
-        record.get(LOCK_NAME),
-        record.get(MANIFEST_NAME),
-        recorded,
-    )
-    keys, _ = trusted_keys(root, info.parents[0] if info.parents else None)
-    decision = judge(record[SIGNATURE_NAME], expected, keys, required=False)
-    failed = [detail for _, ok, detail in decision.checks if not ok]
-    if failed:
-        return Signature("invalid", failed[0])
-    if any("not trusted" in note for note in decision.notes):
-        return Signature("untrusted", decision.notes[0])
-    valid = next((d for name, ok, d in decision.checks if name == "signature.trusted"), "")
-    return Signature("valid", valid)
+    def keys() -> list[TrustedKey]:
+        return trusted_keys(root, info.parents[0] if info.parents else None)[0]
 
-
-def _recorded_files(manifest: dict[str, Any] | None) -> dict[str, object]:
-    """Adapter file name -> the sha256 the manifest records (whatever shape it has)."""
-    adapter = manifest.get("adapter") if manifest is not None else None
-    files = adapter.get("files") if isinstance(adapter, dict) else None
-    if not isinstance(files, dict):
-        return {}
-    return {n: f.get("sha256") for n, f in files.items() if isinstance(f, dict)}
+    checks = Checks()
+    with TreeAt(root, info.sha) as tree:
+        notes = signature_checks(checks, tree.doc(doc), keys, required=False)
+    return signature_state(checks, notes)
 
 
 def _recorded_verdict(report: dict[str, Any], doc: str) -> dict[str, str] | None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlm_git.manifest.records import ADAPTER_WEIGHTS
-from dlm_git.safeparse import load_json
+from dlm_git.layout import ADAPTER_WEIGHTS
+from dlm_git.safeparse import dig, load_json
 
 
 def json_object(data: bytes | None) -> dict[str, Any] | None:
@@ -25,8 +25,12 @@ def json_object(data: bytes | None) -> dict[str, Any] | None:
 
 def recorded_adapter_sha(manifest: dict[str, Any] | None) -> str | None:
     """The adapter weights' sha256 a manifest records."""
-    try:
-        sha = manifest["adapter"]["files"][ADAPTER_WEIGHTS]["sha256"]  # type: ignore[index]
-    except (KeyError, TypeError):
-        return None
-    return sha if isinstance(sha, str) else None
+    return dig(manifest, "adapter", "files", ADAPTER_WEIGHTS, "sha256", kind=str)
+
+
+def recorded_files(manifest: dict[str, Any] | None) -> dict[str, object]:
+    """Adapter file name -> the sha256 the manifest records for it, as it is (a value of
+    any kind: the caller judges it; None where the file's record is no object or has
+    none); {} when the manifest holds no object of file records."""
+    files = dig(manifest, "adapter", "files", kind=dict)
+    return {name: dig(record, "sha256") for name, record in (files or {}).items()}

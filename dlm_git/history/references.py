@@ -28,13 +28,14 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dlm_git import gitio, revdoc
+from dlm_git import gitio
+from dlm_git.docat import prefix_of
 from dlm_git.docset import PARAMS_NAME, RECORD_NAMES, Params, Tree, documents, read_params
 from dlm_git.dvcfiles import DVC_LOCK, DvcOut, DvcRecordError, parse_dvc_lock, record_outs
 from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
+from dlm_git.layout import DOC_OUTS
 from dlm_git.safeparse import TooDeep
 
-DOC_OUTS = ("adapter", "segments")
 RECORD_SUFFIX = ".dvc"
 
 
@@ -239,7 +240,7 @@ def _doc_outs(
             refs.notes.append(f"{sha[:12]}:{PARAMS_NAME}: {exc.problem}")
             cache[info.params] = read_params(None)
     docs = documents(cache[info.params], Tree.from_paths(info.doc_paths))
-    return {revdoc.prefix_of(doc) + name: doc for doc in docs for name in DOC_OUTS}
+    return {prefix_of(doc) + name: doc for doc in docs for name in DOC_OUTS}
 
 
 def _out_path(record: str, out: str) -> str:

@@ -1,8 +1,17 @@
 """Hook findings: one line each, `dlm-git: ERROR <doc>: <what> (<how to fix>)`.
 
-Invariant: a hook writes to stderr only through `dlm_git.output.error_line`, so a
-document name, file name or value from the commit reaches the terminal escaped
-(`printable`), one finding per line."""
+Invariants:
+- A finding is a check of the contract that did not pass, read through the check table
+  (`finding_of`): its level is the row's severity for its state (or the one the check
+  set), its fix the row's (or the check's own); a check at `IGNORE` says nothing.
+- A user may set a check's commit-time severity as git fsck's are set:
+  `git config dlm-git.<check id> error|warn|ignore` (`configured`, read once per run and
+  only when there is a finding). Then strict mode turns every WARN into an ERROR in one
+  place (`apply_strict`, the table's one rule), once per hook run, over all findings.
+  Neither touches `verify`, whose verdict comes from the checks' states alone.
+- A hook writes to stderr only through `dlm_git.output.error_line`, so a document name,
+  file name or value from the commit reaches the terminal escaped (`printable`), one
+  finding per line."""
 
 from __future__ import annotations
 
@@ -11,7 +20,9 @@ from pathlib import Path
 from typing import Literal
 
 from dlm_git import gitio
-from dlm_git.lock.policy import strict_severity
+from dlm_git.contract.outcome import Check, Severity
+from dlm_git.contract.table import RULES, rule, severity_of, strict
+from dlm_git.errors import DlmGitError
 from dlm_git.output import error_line
 
 Level = Literal["ERROR", "WARN"]
@@ -29,13 +40,63 @@ class HookFinding:
         return f"dlm-git: {self.level} {self.doc}: {self.what} ({self.fix})"
 
 
-def strict_upgrade(findings: list[HookFinding], strict: bool) -> list[HookFinding]:
-    """Strict mode over every finding, by the lock policy's one rule."""
-    upgraded: list[HookFinding] = []
+def finding_of(doc: str, check: Check) -> HookFinding | None:
+    """What a commit-time reader says of `check` of document `doc` (None: nothing)."""
+    severity = severity_of(check)
+    if severity is None or severity is Severity.IGNORE:
+        return None
+    level: Level = "ERROR" if severity is Severity.ERROR else "WARN"
+    return HookFinding(level, doc, check.name, check.detail, check.fix or _fix(check.name, doc))
+
+
+def _fix(check: str, doc: str) -> str:
+    if check.startswith("signature."):
+        from dlm_git.sign.judge import fix_for
+
+        return fix_for(check, doc)
+    return rule(check).fix
+
+
+def configured(root: Path) -> dict[str, Severity]:
+    """The severities set by `git config dlm-git.<check id> error|warn|ignore` (one git
+    process); a value that is none of those is one line naming the key."""
+    out = gitio.git(["config", "--get-regexp", r"^dlm-git\."], root, check=False)
+    severities: dict[str, Severity] = {}
+    for line in out.decode("utf-8", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        check = key.removeprefix("dlm-git.")
+        if check not in RULES:
+            continue  # another setting (strict, trustedKeys, ...)
+        if value.strip().upper() not in Severity.__members__:
+            raise DlmGitError(
+                f"git config {key}",
+                f"{value!r} is not error, warn or ignore",
+                f"git config {key} error|warn|ignore",
+            )
+        severities[check] = Severity[value.strip().upper()]
+    return severities
+
+
+def configure(findings: list[HookFinding], severities: dict[str, Severity]) -> list[HookFinding]:
+    """The findings at the severities the user set for their checks (IGNORE: dropped)."""
+    out = []
     for f in findings:
-        level = strict_severity(f.level, strict)
-        upgraded.append(replace(f, level="ERROR" if level == "ERROR" else "WARN"))
-    return upgraded
+        set_to = severities.get(f.check)
+        if set_to is Severity.IGNORE:
+            continue
+        if set_to is not None:
+            f = replace(f, level="ERROR" if set_to is Severity.ERROR else "WARN")
+        out.append(f)
+    return out
+
+
+def apply_strict(findings: list[HookFinding], on: bool) -> list[HookFinding]:
+    """Strict mode over every finding, by the table's one rule."""
+    out = []
+    for f in findings:
+        upgraded = strict(Severity(f.level), on)
+        out.append(replace(f, level="ERROR" if upgraded is Severity.ERROR else "WARN"))
+    return out
 
 
 def summary(findings: list[HookFinding], docs: int, action: str = "commit") -> str:
@@ -56,13 +117,12 @@ def emit(findings: list[HookFinding], docs: int, action: str = "commit") -> None
 
 def require_signature(root: Path) -> bool:
     """`git config dlm-git.requireSignature true`: hooks refuse unsigned, stale or
-    untrusted signatures (docs/signing.md)."""
-    value = gitio.config_get("dlm-git.requireSignature", root) or ""
-    return value.lower() in ("1", "true", "yes", "on")
+    untrusted signatures (docs/signing.md). Read as git reads a boolean."""
+    return gitio.config_bool("dlm-git.requireSignature", root) is True
 
 
 def strict_mode(root: Path) -> bool:
     """`DLM_GIT_STRICT=1` in the environment, or `git config dlm-git.strict true`."""
     if gitio.env_flag("DLM_GIT_STRICT"):
         return True
-    return (gitio.config_get("dlm-git.strict", root) or "").lower() in ("1", "true", "yes", "on")
+    return gitio.config_bool("dlm-git.strict", root) is True

@@ -13,9 +13,17 @@ dvc.
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
-from dlm_git.hooks.pre_commit import main
+from dlm_git.hooks.entry import run_hook
+from dlm_git.hooks.pre_commit import run
+
+
+def main() -> int:
+    return run_hook(lambda: run(Path(os.getcwd()), "merge"))
+
 
 if __name__ == "__main__":
-    sys.exit(main("merge"))
+    sys.exit(main())

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 from dlm_git import gitio
-from dlm_git.errors import DlmGitError, EnvironmentFailure, UsageError
+from dlm_git.errors import UsageError
+from dlm_git.hooks.entry import run_hook
 from dlm_git.hooks.findings import require_signature, strict_mode
 from dlm_git.output import error_line
 
@@ -120,18 +121,17 @@ def check_remote(root: Path, objects: dict[str, list[str]]) -> tuple[int, int]:
     return (n, 0) if level == "ERROR" else (0, n)
 
 
+def git_stdin() -> str:
+    """git's ref lines. Ref names are bytes in any encoding (only the object ids are
+    read), so they are decoded without failing; under the pre-commit framework stdin is
+    not git's (it may be a terminal) and is not read."""
+    if any(os.environ.get(name) for name in FRAMEWORK_VARS):
+        return ""
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+
+
 def main() -> int:
-    try:
-        # Under the pre-commit framework stdin is not git's (it may be a terminal).
-        framework = any(os.environ.get(name) for name in FRAMEWORK_VARS)
-        stdin = "" if framework else sys.stdin.read()
-        return run(Path(os.getcwd()), stdin)
-    except DlmGitError as exc:
-        error_line(f"dlm-git: ERROR {exc.one_line()}")
-        return 1
-    except OSError as exc:  # the machine refused (a file gone, permissions): one line
-        error_line(f"dlm-git: ERROR {EnvironmentFailure.from_os_error(exc).one_line()}")
-        return 1
+    return run_hook(lambda: run(Path(os.getcwd()), git_stdin()))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@ lock to write. One place, used by `train` and by the pre-commit hook, each of wh
 renders the decision (an error, stderr lines, hook findings).
 
 Invariants:
-- Findings come from the one policy table (`lock.policy.classify`); strict mode turns
-  every WARN into an ERROR (`apply_strict`), here and nowhere else.
+- Findings come from the one policy table (`lock.policy.classify`). Strict mode's one
+  rule is `lock.policy.strict_severity` (every WARN an ERROR), applied once per run: here
+  for a training run (`lock_to_write` in `strict` mode); for a hook run, to all of its
+  findings at the end (`contract.table.strict`), never to its drift here as well.
 - Drift is *accepted* only by a lock whose `supersedes` is the sha256 of the exact bytes
   of the lock it replaces (`--update-lock` writes it): accepted ERRORs are not errors,
   WARNs are still reported.
@@ -13,7 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,15 +45,13 @@ def judge(
     prior: Mapping[str, Any],
     current: Mapping[str, Any],
     *,
-    strict: Callable[[], bool],
+    strict: bool = False,
     prior_sha256: str | None = None,
 ) -> LockDecision:
-    """Every difference between `prior` and `current`, judged. `strict` is asked only
-    when a WARN could be upgraded (the hook reads git config lazily). `prior_sha256`:
-    the sha256 of `prior`'s bytes, when a `supersedes` in `current` may accept drift."""
-    findings = classify(prior, current)
-    if by_severity(findings, "WARN"):
-        findings = apply_strict(findings, strict())
+    """Every difference between `prior` and `current`, judged (`strict`: WARNs refuse
+    too). `prior_sha256`: the sha256 of `prior`'s bytes, when a `supersedes` in
+    `current` may accept drift."""
+    findings = apply_strict(classify(prior, current), strict)
     accepted = prior_sha256 is not None and current.get("supersedes") == prior_sha256
     errors = () if accepted else tuple(by_severity(findings, "ERROR"))
     return LockDecision(errors, tuple(by_severity(findings, "WARN")), accepted)
@@ -71,7 +71,7 @@ def lock_to_write(prior: Lock | None, current: Lock, mode: LockMode) -> tuple[Lo
     decision = judge(
         prior.model_dump(mode="json"),
         current.model_dump(mode="json"),
-        strict=lambda: mode == "strict",
+        strict=mode == "strict",
     )
     # Only ALLOW/WARN differences: keep an accepted `supersedes` when nothing else moved.
     return (prior if prior.without_supersedes() == current else current), decision

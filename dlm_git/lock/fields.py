@@ -5,7 +5,7 @@ Invariant: a lock holds only what a dlm-git writes. An unknown key anywhere in i
 wrong kind is a malformed record: every reader refuses it through `parse_lock_json`, so a
 hook refuses it at commit time and verify fails it (`lock.parse`) and launches nothing.
 A commit therefore cannot add a flag or a package that makes two runs look different to
-`numerics.expect_bits`. No pydantic and no torch here: the git hooks use it.
+`numerics.judge.expect_bits`. No pydantic and no torch here: the git hooks use it.
 """
 
 from __future__ import annotations
@@ -13,30 +13,46 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from dlm_git import numerics, topology
+from dlm_git import topology
+from dlm_git.numerics.flags import flag_problem, profile_problem
 from dlm_git.versions import RECORDED_PACKAGES
 
 VERSION_TEXT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}")
-LOCK_KEYS = frozenset(
-    {
-        "lock_version",
-        "dlm_id",
-        "dlm_sha256",
-        "base_model",
-        "base_model_revision",
-        "base_model_sha256",
-        "pinned_versions",
-        "cuda_version",
-        "rocm_version",
-        "hardware_tier",
-        "seed",
-        "determinism_flags",
-        "determinism_class",
-        "license_acceptance",
-        "supersedes",
-    }
+STR, OPT_STR, INT, OBJECT = "a string", "a string or null", "an integer", "an object"
+CLASSES = ("strong", "best-effort", "advisory")
+TOP_FIELDS: dict[str, str] = {
+    "lock_version": INT,
+    "dlm_id": STR,
+    "dlm_sha256": STR,
+    "base_model": STR,
+    "base_model_revision": OPT_STR,
+    "base_model_sha256": STR,
+    "pinned_versions": OBJECT,
+    "cuda_version": OPT_STR,
+    "rocm_version": OPT_STR,
+    "hardware_tier": STR,
+    "seed": INT,
+    "determinism_flags": OBJECT,
+    "determinism_class": STR,
+    "license_acceptance": OBJECT,
+    "supersedes": OPT_STR,
+}
+"""Every top-level field of a lock and its kind (`dlm_git.lock.schema.Lock`'s fields; a
+test keeps them equal). All are required but `supersedes` (and `lock_version`, which
+`parse_lock_json` checks first)."""
+LOCK_KEYS = frozenset(TOP_FIELDS)
+OPTIONAL_KEYS = frozenset({"lock_version", "supersedes"})
+SETUP_FIELDS = (
+    "pinned_versions",
+    "hardware_tier",
+    "determinism_flags",
+    "seed",
+    "cuda_version",
+    "rocm_version",
 )
-"""The top-level keys of a lock (`dlm_git.lock.schema.Lock`'s fields; a test keeps them equal)."""
+"""The fields that record the numerical setup a run trained under (versions, hardware,
+flags and profile, seed, GPU stacks): two runs of the same inputs under the same setup
+are expected to give the same adapter when the profile promises bits."""
 LICENSE_KEYS = frozenset({"license", "requires_acceptance", "accepted"})
 
 
@@ -49,10 +65,10 @@ def flags_problem(flags: object) -> str | None:
         if key == topology.FLAG:
             problem = topology.record_problem(value)
         else:
-            problem = numerics.flag_problem(str(key), value)
+            problem = flag_problem(str(key), value)
         if problem is not None:
             return problem
-    return numerics.profile_problem(flags)
+    return profile_problem(flags)
 
 
 def versions_problem(versions: object) -> str | None:
@@ -75,11 +91,42 @@ def lock_problem(obj: Mapping[str, object]) -> str | None:
     unknown = sorted(str(k) for k in obj if k not in LOCK_KEYS)
     if unknown:
         return f"{unknown[0]!r:.60}: unknown key (no dlm-git records it)"
-    license_record = obj.get("license_acceptance")
-    if isinstance(license_record, Mapping):
-        extra = sorted(str(k) for k in license_record if k not in LICENSE_KEYS)
-        if extra:
-            return f"license_acceptance.{extra[0]!r:.60}: unknown key"
-    return flags_problem(obj.get("determinism_flags")) or versions_problem(
-        obj.get("pinned_versions")
+    problem = next(
+        (p for key, kind in TOP_FIELDS.items() if (p := _field_problem(obj, key, kind))), None
     )
+    if problem is not None:
+        return problem
+    if obj["determinism_class"] not in CLASSES:
+        return (
+            f"determinism_class {obj['determinism_class']!r:.60} is not one of {', '.join(CLASSES)}"
+        )
+    return (
+        license_problem(obj["license_acceptance"])
+        or flags_problem(obj.get("determinism_flags"))
+        or versions_problem(obj.get("pinned_versions"))
+    )
+
+
+def _field_problem(obj: Mapping[str, object], key: str, kind: str) -> str | None:
+    if key not in obj:
+        return None if key in OPTIONAL_KEYS else f"{key}: missing"
+    value = obj[key]
+    if kind == INT:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == OBJECT:
+        ok = isinstance(value, Mapping)
+    else:
+        ok = isinstance(value, str) or (kind == OPT_STR and value is None)
+    return None if ok else f"{key} {value!r:.60} is not {kind}"
+
+
+def license_problem(record: object) -> str | None:
+    """Why `license_acceptance` is not a record a dlm-git writes, or None."""
+    assert isinstance(record, Mapping)
+    extra = sorted(str(k) for k in record if k not in LICENSE_KEYS)
+    if extra:
+        return f"license_acceptance.{extra[0]!r:.60}: unknown key"
+    for key, kind in (("license", str), ("requires_acceptance", bool), ("accepted", bool)):
+        if not isinstance(record.get(key), kind):
+            return f"license_acceptance.{key} {record.get(key)!r:.60} is not a {kind.__name__}"
+    return None

@@ -1,4 +1,8 @@
-"""Read and write `dlm.lock` files (and parse lock bytes read from git objects)."""
+"""Read and write `dlm.lock` files (and parse lock bytes read from git objects).
+
+Invariant: lock bytes are hostile until parsed here, through `safeparse` (nesting
+bounded), and checked for version and the shape of their records; a lock that fails is a
+`LockError` naming the file, never a traceback."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.lock.errors import LockError
 from dlm_git.lock.fields import lock_problem
+from dlm_git.safeparse import load_json
 
 if TYPE_CHECKING:
     from dlm_git.lock.schema import Lock
@@ -23,12 +28,9 @@ def parse_lock_json(data: bytes, subject: str) -> dict[str, Any]:
     (`dlm_git.lock.fields`; no pydantic: hooks)."""
     hint = FIX_HINT.format(path=subject)
     try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise LockError(subject, f"lock is not valid JSON{where}", hint) from None
-    except RecursionError:
-        raise LockError(subject, "lock is not valid JSON (nested too deeply)", hint) from None
+        obj = load_json(data.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError and json.JSONDecodeError are ValueErrors
+        raise LockError(subject, f"lock is not valid JSON{_where(exc)}", hint) from None
     if not isinstance(obj, dict):
         raise LockError(subject, "lock is not a JSON object", hint)
     version = obj.get("lock_version")
@@ -42,6 +44,12 @@ def parse_lock_json(data: bytes, subject: str) -> dict[str, Any]:
     if problem is not None:
         raise LockError(subject, f"malformed lock: {problem}", hint)
     return obj
+
+
+def _where(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f" (line {exc.lineno})"
+    return "" if isinstance(exc, UnicodeDecodeError) else f" ({exc})"
 
 
 def parse_lock(data: bytes, subject: str) -> Lock:

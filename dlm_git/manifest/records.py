@@ -6,17 +6,19 @@ Invariants:
   order as expanded; an empty source list has the root of the empty tree.
 - The adapter record covers every file in `adapter/` (sha256 + size) and every tensor of
   `adapter_model.safetensors` (name, dtype, shape, digest) plus their tensor root.
+- Manifest bytes are hostile until parsed here, through `safeparse` (nesting bounded),
+  and validated against the schema; a manifest that fails is a `DlmGitError` naming it.
 - No module here imports torch: the git hooks use it.
 """
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Iterable
 from pathlib import Path
 
 from dlm_git.hashing import digest_safetensors, sha256_file
+from dlm_git.layout import ADAPTER_WEIGHTS
 from dlm_git.manifest.schema import (
     AdapterFile,
     AdapterRecord,
@@ -26,9 +28,7 @@ from dlm_git.manifest.schema import (
     TensorEntry,
 )
 from dlm_git.merkle import merkle_root
-
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-ADAPTER_CONFIG = "adapter_config.json"
+from dlm_git.safeparse import load_json
 
 
 def source_leaf(relpath: str, sha256: str, size: int) -> bytes:
@@ -69,10 +69,11 @@ def read_manifest_bytes(data: bytes, subject: str) -> Manifest:
     from dlm_git.errors import DlmGitError
 
     try:
-        obj = json.loads(data.decode("utf-8"))
-        return Manifest.model_validate(obj)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        obj = load_json(data.decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON, nested too deeply
         raise DlmGitError(subject, "manifest is not valid JSON", "re-run training") from None
+    try:
+        return Manifest.model_validate(obj)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(p) for p in first["loc"])

@@ -30,6 +30,7 @@ from dlm_git.pipeline.templates import (
     SIGN_STAGE,
     STAGES,
 )
+from dlm_git.safeparse import load_yaml_with
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -88,9 +89,9 @@ def _yaml() -> Any:
 def _load(path: Path) -> Any:
     if not path.is_file():
         return None
-    yaml = _yaml()  # outside the `try`: a missing ruamel is not "not valid YAML"
+    reader = _yaml()  # outside the `try`: a missing ruamel is not "not valid YAML"
     try:
-        return yaml.load(path.read_text("utf-8"))
+        return load_yaml_with(reader, path.read_text("utf-8"))
     except Exception as exc:  # ruamel raises many types; all mean "not valid YAML"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DlmGitError(

@@ -21,11 +21,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlm_git.layout import PIPELINE_TINY_DIR
+from dlm_git.layout import (
+    ADAPTER_DIR,
+    BASE_RECORD_NAME,
+    LOCK_NAME,
+    LOSS_NAME,
+    MANIFEST_NAME,
+    METRICS_NAME,
+    PIPELINE_TINY_DIR,
+    RUN_RECORD_NAME,
+    SEGMENTS_DIR,
+    TOKENS_DIR,
+    VERIFY_NAME,
+)
 
 TINY_DIR = PIPELINE_TINY_DIR
 DOCUMENTS_KEY = "documents"
 PIPELINE_KEY = "pipeline"
+ITEM = "${item}"
+"""A document directory, as DVC's `foreach` names each of `documents`."""
+
+
+def _out(name: str) -> str:
+    """`<doc>/<name>` in a stage of the pipeline (`name` from `dlm_git.layout`)."""
+    return f"{ITEM}/{name}"
+
 
 DEFAULT_PIPELINE_PARAMS: dict[str, Any] = {
     "lock_mode": "default",
@@ -42,7 +62,7 @@ STAGES: dict[str, Any] = {
         "do": {
             "cmd": f"dlm-git base resolve ${{item}} --tiny-dir {TINY_DIR}",
             "always_changed": True,
-            "outs": [{"${item}/base.json": {"cache": False}}],
+            "outs": [{_out(BASE_RECORD_NAME): {"cache": False}}],
         },
     },
     "tokenize": {
@@ -50,8 +70,8 @@ STAGES: dict[str, Any] = {
         "do": {
             "cmd": f"dlm-git tokenize ${{item}} --tiny-dir {TINY_DIR}",
             "always_changed": True,
-            "deps": ["${item}/base.json"],
-            "outs": ["${item}/tokens"],
+            "deps": [_out(BASE_RECORD_NAME)],
+            "outs": [_out(TOKENS_DIR)],
         },
     },
     "train": {
@@ -63,7 +83,7 @@ STAGES: dict[str, Any] = {
                 " --numerics ${pipeline.numerics} --threads ${pipeline.threads}"
                 " --nproc ${pipeline.nproc}"
             ),
-            "deps": ["${item}/tokens", "${item}/base.json"],
+            "deps": [_out(TOKENS_DIR), _out(BASE_RECORD_NAME)],
             "params": [
                 "pipeline.lock_mode",
                 "pipeline.device",
@@ -72,13 +92,13 @@ STAGES: dict[str, Any] = {
                 "pipeline.nproc",
             ],
             "outs": [
-                "${item}/adapter",
-                "${item}/segments",
-                {"${item}/dlm.lock": {"cache": False, "persist": True}},
-                {"${item}/manifest.json": {"cache": False}},
+                _out(ADAPTER_DIR),
+                _out(SEGMENTS_DIR),
+                {_out(LOCK_NAME): {"cache": False, "persist": True}},
+                {_out(MANIFEST_NAME): {"cache": False}},
             ],
-            "metrics": [{"${item}/metrics.json": {"cache": False}}],
-            "plots": [{"${item}/train_loss.tsv": {"cache": False, "x": "step", "y": "loss"}}],
+            "metrics": [{_out(METRICS_NAME): {"cache": False}}],
+            "plots": [{_out(LOSS_NAME): {"cache": False, "x": "step", "y": "loss"}}],
         },
     },
     "verify": {
@@ -86,11 +106,11 @@ STAGES: dict[str, Any] = {
         "do": {
             "cmd": (
                 f"dlm-git verify --worktree --doc ${{item}} --level ${{pipeline.verify_level}}"
-                f" --tiny-dir {TINY_DIR} --report ${{item}}/verify.json"
+                f" --tiny-dir {TINY_DIR} --report {_out(VERIFY_NAME)}"
             ),
-            "deps": ["${item}/adapter", "${item}/manifest.json", "${item}/dlm.lock"],
+            "deps": [_out(ADAPTER_DIR), _out(MANIFEST_NAME), _out(LOCK_NAME)],
             "params": ["pipeline.verify_level"],
-            "metrics": [{"${item}/verify.json": {"cache": False}}],
+            "metrics": [{_out(VERIFY_NAME): {"cache": False}}],
         },
     },
 }
@@ -101,7 +121,7 @@ SIGN_STAGE: dict[str, Any] = {
         # the key comes from $DLM_GIT_SIGNING_KEY or `git config dlm-git.signingKey` on this
         # machine, never from a file committed to git; without one the stage signs nothing
         "cmd": "dlm-git sign --doc ${item} --if-configured",
-        "deps": ["${item}/adapter", "${item}/manifest.json", "${item}/dlm.lock"],
+        "deps": [_out(ADAPTER_DIR), _out(MANIFEST_NAME), _out(LOCK_NAME)],
     },
 }
 """`sign@<doc>` (added by `dlm-git init --sign`): writes `<doc>/dlm.sig` after training.
@@ -110,12 +130,12 @@ No outs: the signature is committed to git, and a machine without a key skips it
 GITIGNORE_LINES = (
     "# dlm-git: machine-local state (token cache, run records)",
     ".dlm-git/",
-    "run.json",
+    RUN_RECORD_NAME,
     "dvc_plots/",
     "/bases/tiny/",
     "# dlm-git: a killed train's half-written outputs (swept by the next train)",
-    ".adapter.new.*",
-    ".adapter.old.*",
-    ".segments.new.*",
-    ".segments.old.*",
+    f".{ADAPTER_DIR}.new.*",
+    f".{ADAPTER_DIR}.old.*",
+    f".{SEGMENTS_DIR}.new.*",
+    f".{SEGMENTS_DIR}.old.*",
 )

@@ -6,7 +6,8 @@ Invariants:
   `manifest.json` and the two adapter files, named relative to the document directory.
   The manifest binds the adapter to every input by hash, so a signature over these five
   cannot be moved to another training's records.
-- A bundle is hostile input: size-capped, every field type-checked, the payload type
+- A bundle is hostile input: size-capped, parsed through `safeparse` (nesting bounded),
+  every field type-checked (`safeparse.dig`), the payload type
   must be in-toto, the statement in-toto v1 with model_signing's predicate and the
   `files` serialization with sha256 digests; anything else is a `BundleError` naming
   what is wrong. A signature is checked only with a key this machine already trusts or
@@ -18,21 +19,22 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dlm_git.errors import DlmGitError
-from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME
+from dlm_git.layout import ADAPTER_DIR, ADAPTER_FILES, LOCK_NAME, MANIFEST_NAME
+from dlm_git.safeparse import dig, load_json
 
 MAX_BUNDLE_BYTES = 1 << 20
 IN_TOTO_PAYLOAD = "application/vnd.in-toto+json"
 STATEMENT_V1 = "https://in-toto.io/Statement/v1"
 PREDICATE = "https://model_signing/signature/v1.0"
 BUNDLE_MEDIA = "application/vnd.dev.sigstore.bundle"
-ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
 HEX64 = re.compile(r"[0-9a-f]{64}")
+T = TypeVar("T")
 
 
 class BundleError(DlmGitError):
@@ -76,9 +78,9 @@ class Bundle:
     """name -> sha256 hex of each signed file."""
 
 
-def _get(obj: object, key: str, kind: type, what: str) -> object:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    if not isinstance(value, kind):
+def _get(obj: object, key: str, kind: type[T], what: str) -> T:
+    value = dig(obj, key, kind=kind)
+    if value is None:
         raise BundleError("signature", f"{what} is missing or not a {kind.__name__}")
     return value
 
@@ -92,8 +94,8 @@ def _b64(text: str, what: str) -> bytes:
 
 def _json(data: bytes, what: str) -> object:
     try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        return load_json(data)
+    except ValueError:  # UnicodeDecodeError and nesting too deep too
         raise BundleError("signature", f"{what} is not JSON (truncated?)") from None
 
 
@@ -103,23 +105,23 @@ def parse_bundle(data: bytes) -> Bundle:
         raise BundleError("signature", f"larger than {MAX_BUNDLE_BYTES} bytes")
     top = _json(data, "the bundle")
     media = _get(top, "mediaType", str, "mediaType")
-    if not str(media).startswith(BUNDLE_MEDIA):
-        raise BundleError("signature", f"mediaType {str(media)[:60]!r} is not a Sigstore bundle")
+    if not media.startswith(BUNDLE_MEDIA):
+        raise BundleError("signature", f"mediaType {media[:60]!r} is not a Sigstore bundle")
     material = _get(top, "verificationMaterial", dict, "verificationMaterial")
-    hint = str(_get(_get(material, "publicKey", dict, "publicKey"), "hint", str, "key hint"))
+    hint = _get(_get(material, "publicKey", dict, "publicKey"), "hint", str, "key hint")
     if not HEX64.fullmatch(hint):
         raise BundleError("signature", "the key hint is not a sha256")
     envelope = _get(top, "dsseEnvelope", dict, "dsseEnvelope")
-    payload_type = str(_get(envelope, "payloadType", str, "payloadType"))
+    payload_type = _get(envelope, "payloadType", str, "payloadType")
     if payload_type != IN_TOTO_PAYLOAD:
         raise BundleError(
             "signature", f"DSSE payload type {payload_type[:60]!r} is not {IN_TOTO_PAYLOAD}"
         )
-    payload = _b64(str(_get(envelope, "payload", str, "payload")), "the payload")
+    payload = _b64(_get(envelope, "payload", str, "payload"), "the payload")
     sigs = _get(envelope, "signatures", list, "signatures")
-    if len(sigs) != 1:  # type: ignore[arg-type]
+    if len(sigs) != 1:
         raise BundleError("signature", "the envelope must hold exactly one signature")
-    sig = _b64(str(_get(sigs[0], "sig", str, "signature")), "the signature")  # type: ignore[index]
+    sig = _b64(_get(sigs[0], "sig", str, "signature"), "the signature")
     return Bundle(hint, payload_type, payload, sig, _resources(_json(payload, "the payload")))
 
 
@@ -131,17 +133,17 @@ def _resources(statement: object) -> dict[str, str]:
     predicate = _get(statement, "predicate", dict, "predicate")
     serialization = _get(predicate, "serialization", dict, "serialization")
     method = _get(serialization, "method", str, "serialization method")
-    if method != "files" or serialization.get("hash_type") != "sha256":  # type: ignore[attr-defined]
+    if method != "files" or serialization.get("hash_type") != "sha256":
         raise BundleError("signature", "the serialization is not files with sha256 digests")
     out: dict[str, str] = {}
-    for row in _get(predicate, "resources", list, "resources"):  # type: ignore[attr-defined]
+    for row in _get(predicate, "resources", list, "resources"):
         name = _get(row, "name", str, "a resource name")
         digest = _get(row, "digest", str, "a resource digest")
         if _get(row, "algorithm", str, "a resource algorithm") != "sha256":
-            raise BundleError("signature", f"resource {str(name)[:60]!r} is not sha256")
-        if not HEX64.fullmatch(str(digest)) or name in out:
-            raise BundleError("signature", f"resource {str(name)[:60]!r} is malformed")
-        out[str(name)] = str(digest)
+            raise BundleError("signature", f"resource {name[:60]!r} is not sha256")
+        if not HEX64.fullmatch(digest) or name in out:
+            raise BundleError("signature", f"resource {name[:60]!r} is malformed")
+        out[name] = digest
     return out
 
 

@@ -25,8 +25,8 @@ from dlm_git import gitio
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import MAX_RECORD_BYTES, atomic_write_bytes, fsync_dir, read_regular
 from dlm_git.hashing import sha256_file
-from dlm_git.layout import ADAPTER_DIR, OUTPUT_NAMES, DocLayout, find_document
-from dlm_git.sign.bundle import ADAPTER_FILES, BundleError, parse_bundle, signed_digests
+from dlm_git.layout import ADAPTER_DIR, ADAPTER_FILES, OUTPUT_NAMES, DocLayout, find_document
+from dlm_git.sign.bundle import BundleError, parse_bundle, signed_digests
 from dlm_git.sign.trust import MAX_KEY_BYTES
 
 PRIVATE_NAME = "dlm-signing-key.pem"

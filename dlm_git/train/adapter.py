@@ -16,17 +16,20 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlm_git.fsutil import DIR_MODE, FILE_MODE, atomic_write_bytes, fsync_dir
 from dlm_git.hashing import canonical_json
-from dlm_git.manifest.records import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from dlm_git.layout import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from dlm_git.safeparse import load_json
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 SORTED_LIST_KEYS = ("target_modules", "modules_to_save", "layers_to_transform")
 
@@ -42,7 +45,7 @@ def canonical_adapter_config(config: dict[str, Any], base_spec: str) -> dict[str
     return out
 
 
-def save_adapter(model: Any, staging: Path, base_spec: str) -> None:
+def save_adapter(model: PeftModel, staging: Path, base_spec: str) -> None:
     """Save a peft model's adapter into `staging` in canonical form."""
     import warnings
 
@@ -56,7 +59,7 @@ def save_adapter(model: Any, staging: Path, base_spec: str) -> None:
             else:
                 path.unlink()
     os.chmod(staging / ADAPTER_WEIGHTS, FILE_MODE)
-    config = json.loads((staging / ADAPTER_CONFIG).read_text("utf-8"))
+    config = load_json((staging / ADAPTER_CONFIG).read_text("utf-8"))
     atomic_write_bytes(
         staging / ADAPTER_CONFIG, canonical_json(canonical_adapter_config(config, base_spec))
     )

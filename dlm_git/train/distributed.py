@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ def buckets(sizes: list[int], bucket_elements: int) -> list[list[int]]:
     return out
 
 
-def reduce_gradients(params: list[Any], rank: Rank) -> None:
+def reduce_gradients(params: list[torch.nn.Parameter], rank: Rank) -> None:
     """Sum every parameter's gradient over the ranks (missing gradients count as zeros)."""
     import torch
     import torch.distributed as dist
@@ -75,7 +78,7 @@ def reduce_gradients(params: list[Any], rank: Rank) -> None:
             offset += p.numel()
 
 
-def _grad_or_zeros(p: Any) -> Any:
+def _grad_or_zeros(p: torch.nn.Parameter) -> torch.Tensor:
     import torch
 
     return p.grad if p.grad is not None else torch.zeros_like(p)
@@ -94,7 +97,7 @@ def sum_step(loss: float, counts: tuple[int, int, int], device: str) -> tuple[fl
     return float(total.item()), [int(v) for v in ints.tolist()]
 
 
-def weights_agree(params: list[Any], device: str) -> bool:
+def weights_agree(params: list[torch.nn.Parameter], device: str) -> bool:
     """Whether every rank holds bit-identical trainable weights (a digest per rank)."""
     import torch
     import torch.distributed as dist

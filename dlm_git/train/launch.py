@@ -4,12 +4,15 @@
 Invariants:
 - `fit_ranks` is `train`'s data-parallel fit: the lock decision and the tokens are made
   before it (in the launcher), the records after it, exactly as for one process.
-- The launcher hands the ranks everything in a private job directory (the job as JSON, the
-  token stream as plain arrays) and gets back rank 0's `result.json`; the adapter rank 0
+- The launcher hands the ranks everything in a private job directory (the job, a
+  `RankJob`, and the token stream as plain arrays) and gets back rank 0's `RankResult`,
+  both through `dlm_git.childproc` (`dlm_git.train.protocol` names them); the adapter rank 0
   saves lands in a staging directory beside `adapter/`, which `fit_ranks` installs only
   after every rank has exited 0 (and removes on any failure).
 - One node, `max_restarts` 0 (a restarted rank would train from scratch and another run's
   bits would be half-mixed in), a c10d rendezvous on 127.0.0.1 with a free port.
+- The effective config is derived as one process derives it (`assemble.run_config`),
+  with the world size.
 - A failure is one `RankFailedError` line naming the rank that failed first (a rank that
   only lost its peer, or was stopped by the launcher, is not the cause), with how it ended
   (its exit code or signal) and its own last line. The elastic agent stops the other ranks
@@ -19,7 +22,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -29,28 +31,27 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from dlm_git.childproc import ProtocolError, ended, read_document, write_document
 from dlm_git.errors import DlmGitError
-from dlm_git.fsutil import atomic_write_bytes
-from dlm_git.hashing import canonical_json
 from dlm_git.manifest.records import adapter_record
 from dlm_git.token_stream import TokenStream
 from dlm_git.topology import BUCKET_ELEMENTS, backend_for, check_nproc
 from dlm_git.train.adapter import install_dir, staging_dir, sweep_stale
-from dlm_git.train.rank import JOB, PEER_LOST, RESULT, TOKENS
-from dlm_git.train.run import (
-    Fitted,
-    TrainError,
-    TrainOptions,
-    effective_config,
-    loop_config,
-    resolve_precision,
-)
+from dlm_git.train.assemble import resolve_precision, run_config
+from dlm_git.train.options import TrainError, TrainOptions
+from dlm_git.train.protocol import JOB, PEER_LOST, RESULT, TOKENS, RankJob, RankResult
+from dlm_git.train.records import Fitted
 
 if TYPE_CHECKING:
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
     from dlm_git.base.resolve import ResolvedBase
     from dlm_git.doc.load import LoadedDocument
+    from dlm_git.numerics.prepare import Environment
+    from dlm_git.train.loop import LoopResult
+    from dlm_git.train.pipeline import TokenizeResult
 
 
 class RankFailedError(DlmGitError):
@@ -58,7 +59,11 @@ class RankFailedError(DlmGitError):
 
 
 def fit_ranks(
-    loaded: LoadedDocument, resolved: ResolvedBase, env: Any, tok: Any, options: TrainOptions
+    loaded: LoadedDocument,
+    resolved: ResolvedBase,
+    env: Environment,
+    tok: TokenizeResult,
+    options: TrainOptions,
 ) -> Fitted:
     """Train on `options.nproc` data-parallel ranks (`dlm_git.train.launch`), then install
     the adapter rank 0 saved, only once every rank has exited 0."""
@@ -70,8 +75,9 @@ def fit_ranks(
     try:
         job = _rank_job(loaded, resolved, env, tok, options, precision, staging)
         out = run_ranks(job, tok.sequences, options.nproc)
-        if out.get("flags") != env.flags:
+        if out.flags != env.flags:
             raise TrainError("train", "rank 0 ran under other kernel facts than its launcher")
+        result = _rank_result(out)
         record = adapter_record(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -79,9 +85,8 @@ def fit_ranks(
     seconds = time.perf_counter() - started
     install_dir(staging, layout.adapter)
     install_dir(staging_dir(layout.segments), layout.segments)  # no snapshots with ranks
-    result = _rank_result(out)
-    config = _rank_config(loaded, tok, precision, options.nproc, list(out["targets"]))
-    facts = {"nproc": options.nproc, "rank0": out.get("rank0", {})}
+    config = run_config(loaded, tok, env.device, precision, out.targets, options.nproc).config
+    facts = {"nproc": options.nproc, "rank0": out.rank0}
     return Fitted(config, result, record, None, seconds, facts)
 
 
@@ -119,68 +124,51 @@ def _check_ranks(loaded: LoadedDocument, device: str, options: TrainOptions) -> 
 def _rank_job(
     loaded: LoadedDocument,
     resolved: ResolvedBase,
-    env: Any,
-    tok: Any,
+    env: Environment,
+    tok: TokenizeResult,
     options: TrainOptions,
     precision: str,
     staging: Path,
-) -> dict[str, Any]:
+) -> RankJob:
     """What every rank is told (`dlm_git.train.rank`): the same plan, base and config."""
-    import os
-
-    from dlm_git.determinism import check_threads
+    from dlm_git.numerics.plan import check_threads
 
     fm = loaded.doc.frontmatter
-    return {
-        "launcher_pid": os.getpid(),
-        "device": env.device,
-        "numerics": env.profile.name,
-        "replay_flags": options.replay_flags,
-        "threads": check_threads(options.threads),
-        "training": fm.training.model_dump(mode="json"),
-        "base_path": str(resolved.path.resolve()),
-        "base_spec": fm.base_model,
-        "precision": precision,
-        "pad_id": tok.pad_id,
-        "world_size": options.nproc,
-        "backend": backend_for(env.device),
-        "bucket_elements": BUCKET_ELEMENTS,
-        "staging": str(staging.resolve()),
-    }
+    return RankJob(
+        launcher_pid=os.getpid(),
+        device=env.device,
+        numerics=env.profile.name,
+        replay_flags=options.replay_flags,
+        threads=check_threads(options.threads),
+        training=fm.training,
+        base_path=resolved.path.resolve(),
+        base_spec=fm.base_model,
+        precision=precision,
+        pad_id=tok.pad_id,
+        world_size=options.nproc,
+        backend=backend_for(env.device),
+        bucket_elements=BUCKET_ELEMENTS,
+        staging=staging.resolve(),
+    )
 
 
-def _rank_result(out: dict[str, Any]) -> Any:
+def _rank_result(out: RankResult) -> LoopResult:
     from dlm_git.train.loop import LoopResult
 
+    try:
+        losses = [float.fromhex(h) for h in out.losses_hex]
+    except ValueError:
+        raise RankFailedError("train", "rank 0's result records a loss that is no float") from None
     return LoopResult(
-        losses=[float.fromhex(h) for h in out["losses_hex"]],
-        steps=int(out["steps"]),
-        tokens=int(out["tokens"]),
-        loss_tokens=int(out["loss_tokens"]),
-        sequences_seen=int(out["sequences_seen"]),
+        losses=losses,
+        steps=out.steps,
+        tokens=out.tokens,
+        loss_tokens=out.loss_tokens,
+        sequences_seen=out.sequences_seen,
     )
 
 
-def _rank_config(
-    loaded: LoadedDocument, tok: Any, precision: str, nproc: int, targets: list[str]
-) -> dict[str, Any]:
-    """The effective config of a data-parallel run: the world size is part of what was
-    trained (each step reads `grad_accum x world_size` micro-batches)."""
-    from dlm_git.train.loop import total_steps, warmup_steps
-
-    fm = loaded.doc.frontmatter
-    training = fm.training
-    cfg = loop_config(training, "cpu", precision, tok.pad_id, nproc)
-    steps = total_steps(len(tok.sequences), cfg)
-    warmup = warmup_steps(steps, training.warmup_ratio)
-    config = effective_config(
-        training, fm.system_prompt, targets, steps, warmup, precision, tok.template_kind
-    )
-    config["world_size"] = nproc
-    return config
-
-
-def run_ranks(job: dict[str, Any], tokens: TokenStream, nproc: int) -> dict[str, Any]:
+def run_ranks(job: RankJob, tokens: TokenStream, nproc: int) -> RankResult:
     """Run `nproc` ranks on `job` (see `dlm_git.train.rank`); rank 0's result record."""
     # a SIGKILLed launcher leaves its job directory (the document's tokens) behind: the
     # next launch sweeps those of dead launchers, as a train sweeps dead trains' staging
@@ -189,16 +177,15 @@ def run_ranks(job: dict[str, Any], tokens: TokenStream, nproc: int) -> dict[str,
     with tempfile.TemporaryDirectory(prefix=f".{JOB_NAME}.new.{os.getpid()}.", dir=temp) as tmp:
         job_dir = Path(tmp)
         try:
-            atomic_write_bytes(job_dir / JOB, canonical_json(job))
+            write_document(job_dir / JOB, job)
         except ValueError as exc:  # a value JSON cannot carry: nothing is launched
             raise RankFailedError("train", f"the ranks' job cannot be written: {exc}") from None
         _save_tokens(job_dir / TOKENS, tokens)
         _launch(job_dir, nproc)
         try:
-            record: dict[str, Any] = json.loads((job_dir / RESULT).read_text("utf-8"))
-        except (OSError, ValueError) as exc:
+            return read_document(job_dir / RESULT, RankResult, "rank 0's result")
+        except ProtocolError as exc:
             raise RankFailedError("train", f"rank 0 left no readable result: {exc}") from None
-        return record
 
 
 JOB_NAME = "dlm-git-ranks"
@@ -283,7 +270,7 @@ def _agent_scope() -> Iterator[None]:
                 signal.signal(kind, handler)
 
 
-def _failure(failures: dict[int, Any], job_dir: Path, nproc: int) -> RankFailedError:
+def _failure(failures: dict[int, ProcessFailure], job_dir: Path, nproc: int) -> RankFailedError:
     rank, failure = root_cause(failures)
     how = ended(failure.exitcode)
     last = _last_line(job_dir, int(getattr(failure, "local_rank", rank)))
@@ -293,26 +280,14 @@ def _failure(failures: dict[int, Any], job_dir: Path, nproc: int) -> RankFailedE
     )
 
 
-def root_cause(failures: dict[int, Any]) -> tuple[int, Any]:
+def root_cause(failures: dict[int, ProcessFailure]) -> tuple[int, ProcessFailure]:
     """The rank that failed first on its own: not one that lost a peer or was stopped."""
 
-    def consequence(f: Any) -> bool:
+    def consequence(f: ProcessFailure) -> bool:
         return bool(f.exitcode == PEER_LOST or f.exitcode == -15)
 
     ranked = sorted(failures.items(), key=lambda kv: (consequence(kv[1]), kv[1].timestamp, kv[0]))
     return ranked[0]
-
-
-def ended(exitcode: int) -> str:
-    if exitcode < 0:
-        import signal
-
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        return f"was killed by {name}"
-    return f"exited {exitcode}"
 
 
 def _last_line(job_dir: Path, local_rank: int) -> str:

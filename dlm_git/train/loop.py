@@ -25,10 +25,13 @@ import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlm_git.token_stream import IGNORE_INDEX, Sequence, TokenStream
 from dlm_git.train.distributed import Rank, local_share, reduce_gradients, sum_step
+
+if TYPE_CHECKING:
+    import torch
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -151,7 +154,7 @@ def kept_rngs() -> Iterator[None]:
         torch.set_rng_state(cpu)
 
 
-BoundaryFn = Callable[[int, Any, "Trainer", "LoopResult"], None]
+BoundaryFn = Callable[[int, "torch.nn.Module", "Trainer", "LoopResult"], None]
 ProgressFn = Callable[[int, int, float, int], None]
 
 
@@ -167,15 +170,15 @@ class Cursor:
 class Trainer:
     """The mutable state of a run between optimizer steps (what a boundary snapshots)."""
 
-    optimizer: Any
-    scheduler: Any
-    params: list[Any]
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    params: list[torch.nn.Parameter]
     total: int
     step: int = 0
     cursor: Cursor = field(default_factory=Cursor)
 
 
-def make_trainer(model: Any, n_sequences: int, cfg: LoopConfig) -> Trainer:
+def make_trainer(model: torch.nn.Module, n_sequences: int, cfg: LoopConfig) -> Trainer:
     import torch
 
     steps = total_steps(n_sequences, cfg)
@@ -196,7 +199,7 @@ def make_trainer(model: Any, n_sequences: int, cfg: LoopConfig) -> Trainer:
 
 
 def train_loop(
-    model: Any,
+    model: torch.nn.Module,
     sequences: TokenStream,
     cfg: LoopConfig,
     *,
@@ -212,18 +215,15 @@ def train_loop(
     With `trainer` the run resumes from that state (a restored segment boundary) and
     `stop_at` ends it after that optimizer step. With `rank` this process is one of
     `cfg.world_size` data-parallel ranks (the result holds the sums over all of them)."""
-    import torch
-
     if not sequences:
         raise ValueError("no training sequences")
     if trainer is None:
-        from dlm_git.determinism import seed_host_rngs
+        from dlm_git.numerics.prepare import seed_host_rngs
 
         seed_host_rngs(cfg.seed)
     t = trainer or make_trainer(model, len(sequences), cfg)
     end = min(t.total, stop_at) if stop_at is not None else t.total
-    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
-    scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
+    mixed = Mixed.of(cfg.precision)
     model.train()
     result = LoopResult(steps=t.step)
     if on_boundary is not None and boundary_every and t.step == 0:
@@ -232,51 +232,16 @@ def train_loop(
     groups_epoch = -1
     while t.step < end:
         if groups_epoch != t.cursor.epoch:
-            batches = micro_batches(sequences, cfg, t.cursor.epoch)
-            size = cfg.group_size
-            groups = [batches[i : i + size] for i in range(0, len(batches), size)]
-            groups_epoch = t.cursor.epoch
+            groups, groups_epoch = epoch_groups(sequences, cfg, t.cursor.epoch), t.cursor.epoch
         if t.cursor.group >= len(groups):  # a cursor at an epoch's end (older snapshots)
             t.cursor = Cursor(t.cursor.epoch + 1, 0)
             continue
         group = groups[t.cursor.group]
-        step_loss = 0.0
-        counts = [0, 0, 0]  # tokens, loss tokens, sequences read by this process
-        for indices in local_share(group, rank):
-            batch = collate([sequences[i] for i in indices], cfg.pad_id, cfg.device)
-            if autocast_dtype is not None:
-                with torch.autocast(device_type="cuda", dtype=autocast_dtype):
-                    out = model(**batch)
-            else:
-                out = model(**batch)
-            loss = out.loss / len(group)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-            else:
-                loss.backward()
-            step_loss += float(loss.detach().float().cpu())
-            counts[0] += int(batch["attention_mask"].sum())
-            counts[1] += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
-            counts[2] += len(indices)
-        if rank is not None:
-            if scaler is not None and not counts[2]:  # no micro-batch here this step:
-                scaler.scale(torch.zeros((), device=cfg.device))  # the scale must exist
-            reduce_gradients(t.params, rank)
-            step_loss, counts = sum_step(step_loss, (counts[0], counts[1], counts[2]), cfg.device)
+        step_loss, counts = _accumulate(model, t, sequences, group, cfg, mixed, rank)
         result.tokens += counts[0]
         result.loss_tokens += counts[1]
         result.sequences_seen += counts[2]
-        if scaler is not None:
-            scaler.unscale_(t.optimizer)
-        torch.nn.utils.clip_grad_norm_(t.params, MAX_GRAD_NORM, foreach=False)
-        if scaler is not None:
-            scaler.step(t.optimizer)
-            scaler.update()
-        else:
-            t.optimizer.step()
-        t.scheduler.step()
-        t.optimizer.zero_grad(set_to_none=True)
-        t.step += 1
+        _optimizer_step(t, mixed)
         # the cursor always names the next group to read (an epoch's end rolls over here)
         t.cursor = (
             Cursor(t.cursor.epoch, t.cursor.group + 1)
@@ -292,3 +257,83 @@ def train_loop(
         if on_boundary is not None and boundary_every and (t.step % boundary_every == 0 or last):
             on_boundary(t.step, model, t, result)
     return result
+
+
+def epoch_groups(sequences: TokenStream, cfg: LoopConfig, epoch: int) -> list[list[list[int]]]:
+    """The epoch's micro-batches, `cfg.group_size` to an optimizer step."""
+    batches = micro_batches(sequences, cfg, epoch)
+    size = cfg.group_size
+    return [batches[i : i + size] for i in range(0, len(batches), size)]
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """Mixed precision: the autocast dtype (None: fp32) and fp16's gradient scaler."""
+
+    autocast: torch.dtype | None
+    scaler: torch.amp.GradScaler | None
+
+    @classmethod
+    def of(cls, precision: str) -> Mixed:
+        import torch
+
+        autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+        return cls(autocast, scaler)
+
+
+def _accumulate(
+    model: torch.nn.Module,
+    t: Trainer,
+    sequences: TokenStream,
+    group: list[list[int]],
+    cfg: LoopConfig,
+    mixed: Mixed,
+    rank: Rank | None,
+) -> tuple[float, list[int]]:
+    """One optimizer step's forward and backward passes over this process's share of
+    `group`: the step's loss and [tokens, loss tokens, sequences read] (summed over the
+    ranks, their gradients too, when data-parallel)."""
+    import torch
+
+    step_loss = 0.0
+    counts = [0, 0, 0]  # tokens, loss tokens, sequences read by this process
+    for indices in local_share(group, rank):
+        batch = collate([sequences[i] for i in indices], cfg.pad_id, cfg.device)
+        if mixed.autocast is not None:
+            with torch.autocast(device_type="cuda", dtype=mixed.autocast):
+                out = model(**batch)
+        else:
+            out = model(**batch)
+        loss = out.loss / len(group)
+        if mixed.scaler is not None:
+            mixed.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        step_loss += float(loss.detach().float().cpu())
+        counts[0] += int(batch["attention_mask"].sum())
+        counts[1] += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+        counts[2] += len(indices)
+    if rank is not None:
+        if mixed.scaler is not None and not counts[2]:  # no micro-batch here this step:
+            mixed.scaler.scale(torch.zeros((), device=cfg.device))  # the scale must exist
+        reduce_gradients(t.params, rank)
+        step_loss, counts = sum_step(step_loss, (counts[0], counts[1], counts[2]), cfg.device)
+    return step_loss, counts
+
+
+def _optimizer_step(t: Trainer, mixed: Mixed) -> None:
+    """Clip, step the optimizer and the schedule, clear the gradients, count the step."""
+    import torch
+
+    if mixed.scaler is not None:
+        mixed.scaler.unscale_(t.optimizer)
+    torch.nn.utils.clip_grad_norm_(t.params, MAX_GRAD_NORM, foreach=False)
+    if mixed.scaler is not None:
+        mixed.scaler.step(t.optimizer)
+        mixed.scaler.update()
+    else:
+        t.optimizer.step()
+    t.scheduler.step()
+    t.optimizer.zero_grad(set_to_none=True)
+    t.step += 1

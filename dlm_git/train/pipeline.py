@@ -19,8 +19,9 @@ from typing import Any
 
 from dlm_git.base.resolve import ResolvedBase
 from dlm_git.cache.entry import encode_entry, entry_key
+from dlm_git.cache.layout import PACK_PREFIX, default_cache_dir
 from dlm_git.cache.pack import encode_pack
-from dlm_git.cache.store import PACK_PREFIX, TokenCache, default_cache_dir
+from dlm_git.cache.store import TokenCache
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.doc.sources import SourceFile, source_rows_digest
 from dlm_git.manifest.records import sources_record

@@ -1,13 +1,16 @@
 """One data-parallel rank: `python -m dlm_git.train.rank JOB_DIR`, started by the launcher.
 
 Invariants:
-- A rank reads only what its launcher wrote into JOB_DIR (`job.json`, `tokens.npz`) and
+- A rank reads only what its launcher wrote into JOB_DIR (`job.json`, a
+  `dlm_git.train.protocol.RankJob` read back through `dlm_git.childproc`, and
+  `tokens.npz`) and
   the base directory named there; it pins the same numerics plan as the launcher before
   torch initialises, builds the model from the seed like every other rank, and trains its
   stride of each step's micro-batches (`dlm_git.train.distributed`).
 - Only rank 0 writes, and only into the launcher's staging directory (the adapter) and
-  JOB_DIR (`result.json`, atomically); the launcher installs nothing until every rank
-  has exited 0. Before rank 0 writes, the ranks check that they hold identical weights.
+  JOB_DIR (`result.json`, a `RankResult`, atomically); the launcher installs nothing
+  until every rank has exited 0. Before rank 0 writes, the ranks check that they hold
+  identical weights.
 - A rank dies with its launcher (Linux parent-death signal), so a killed launcher leaves
   no rank behind; a rank that loses a peer exits `PEER_LOST`, so the launcher can name the
   rank that failed first rather than the ones that noticed.
@@ -17,20 +20,23 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from dlm_git.childproc import read_document, write_document
 from dlm_git.errors import DlmGitError
+from dlm_git.train.protocol import JOB, PEER_LOST, RESULT, TOKENS, RankJob, RankResult
 
-PEER_LOST = 75
-JOB = "job.json"
-TOKENS = "tokens.npz"
-RESULT = "result.json"
+if TYPE_CHECKING:
+    from peft import PeftModel
+
+    from dlm_git.numerics.prepare import Environment
+    from dlm_git.token_stream import TokenStream
+    from dlm_git.train.loop import LoopResult, ProgressFn
 
 
 def main(argv: list[str]) -> int:
@@ -40,8 +46,8 @@ def main(argv: list[str]) -> int:
     job_dir = Path(argv[0])
     rank = int(os.environ.get("RANK", "0"))
     try:
-        job: dict[str, Any] = json.loads((job_dir / JOB).read_text("utf-8"))
-        _die_with(int(job["launcher_pid"]))
+        job = read_document(job_dir / JOB, RankJob, "the ranks' job")
+        _die_with(job.launcher_pid)
         _train_rank(job_dir, job, rank, int(os.environ.get("LOCAL_RANK", "0")))
     except DlmGitError as exc:
         sys.stderr.write(f"dlm-git: {exc.one_line()}\n")
@@ -66,20 +72,21 @@ def _die_with(launcher: int) -> None:
         raise DlmGitError("rank", "the launcher is gone")
 
 
-def _train_rank(job_dir: Path, job: dict[str, Any], rank: int, local_rank: int) -> None:
-    from dlm_git import numerics
-    from dlm_git.determinism import plan, prepare
+def _train_rank(job_dir: Path, job: RankJob, rank: int, local_rank: int) -> None:
+    from dlm_git.numerics.activate import activate
+    from dlm_git.numerics.plan import plan
+    from dlm_git.numerics.prepare import prepare
 
-    run_plan = plan(job["device"], job["numerics"], None, job["replay_flags"])
-    numerics.activate(run_plan.env)  # before torch initialises, as the launcher did
+    run_plan = plan(job.device, job.numerics, None, job.replay_flags)
+    activate(run_plan.env)  # before torch initialises, as the launcher did
     import torch
     import torch.distributed as dist
 
     if run_plan.device.startswith("cuda"):
         torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend=job["backend"])
+    dist.init_process_group(backend=job.backend)
     try:
-        env = prepare(int(job["training"]["seed"]), run_plan, int(job["threads"]))
+        env = prepare(job.training.seed, run_plan, job.threads)
         model, targets, result = _fit_rank(job_dir, job, env, rank)
         if rank == 0:
             _write_result(job_dir, job, env, (model, targets, result))
@@ -89,19 +96,18 @@ def _train_rank(job_dir: Path, job: dict[str, Any], rank: int, local_rank: int) 
 
 
 def _fit_rank(
-    job_dir: Path, job: dict[str, Any], env: Any, rank: int
-) -> tuple[Any, list[str], Any]:
-    from dlm_git.doc.schema import TrainingConfig
+    job_dir: Path, job: RankJob, env: Environment, rank: int
+) -> tuple[PeftModel, list[str], LoopResult]:
+    from dlm_git.train.assemble import build_model, loop_config, quiet_libraries
     from dlm_git.train.distributed import Rank, seed_rank, weights_agree
     from dlm_git.train.loop import train_loop
-    from dlm_git.train.run import build_model, loop_config, quiet_libraries
 
     quiet_libraries()
-    training = TrainingConfig.model_validate(job["training"])
-    me = Rank(rank, int(job["world_size"]), int(job["bucket_elements"]))
-    model, targets = build_model(Path(job["base_path"]), training, env.device)
+    training = job.training
+    me = Rank(rank, job.world_size, job.bucket_elements)
+    model, targets = build_model(job.base_path, training, env.device)
     seed_rank(training.seed, me)
-    cfg = loop_config(training, env.device, job["precision"], int(job["pad_id"]), me.world_size)
+    cfg = loop_config(training, env.device, job.precision, job.pad_id, me.world_size)
     tokens = _tokens(job_dir)
     started = time.perf_counter()
     result = train_loop(model, tokens, cfg, progress=_progress(rank), rank=me)
@@ -112,7 +118,7 @@ def _fit_rank(
     return model, targets, result
 
 
-def _tokens(job_dir: Path) -> Any:
+def _tokens(job_dir: Path) -> TokenStream:
     import numpy as np
 
     from dlm_git.token_stream import TokenStream
@@ -127,7 +133,7 @@ def _tokens(job_dir: Path) -> Any:
         )
 
 
-def _progress(rank: int) -> Any:
+def _progress(rank: int) -> ProgressFn:
     def show(step: int, total: int, loss: float, tokens: int) -> None:
         print(f"rank {rank} step {step}/{total} loss {loss:.6f} tokens {tokens}", flush=True)
 
@@ -135,26 +141,28 @@ def _progress(rank: int) -> Any:
 
 
 def _write_result(
-    job_dir: Path, job: dict[str, Any], env: Any, trained: tuple[Any, list[str], Any]
+    job_dir: Path,
+    job: RankJob,
+    env: Environment,
+    trained: tuple[PeftModel, list[str], LoopResult],
 ) -> None:
-    from dlm_git.fsutil import atomic_write_bytes
-    from dlm_git.hashing import canonical_json, float_hex
+    from dlm_git.hashing import float_hex
     from dlm_git.train.adapter import save_adapter
-    from dlm_git.train.run import peak_memory
+    from dlm_git.train.records import peak_memory
 
     model, targets, result = trained
-    save_adapter(model, Path(job["staging"]), job["base_spec"])
-    record = {
-        "losses_hex": [float_hex(v) for v in result.losses],
-        "steps": result.steps,
-        "tokens": result.tokens,
-        "loss_tokens": result.loss_tokens,
-        "sequences_seen": result.sequences_seen,
-        "targets": targets,
-        "flags": env.flags,
-        "rank0": {**peak_memory(env.device), "loop_seconds": round(result.seconds, 3)},
-    }
-    atomic_write_bytes(job_dir / RESULT, canonical_json(record))
+    save_adapter(model, job.staging, job.base_spec)
+    record = RankResult(
+        losses_hex=[float_hex(v) for v in result.losses],
+        steps=result.steps,
+        tokens=result.tokens,
+        loss_tokens=result.loss_tokens,
+        sequences_seen=result.sequences_seen,
+        targets=targets,
+        flags=env.flags,
+        rank0={**peak_memory(env.device), "loop_seconds": round(result.seconds, 3)},
+    )
+    write_document(job_dir / RESULT, record)
 
 
 def _is_peer_loss(exc: BaseException) -> bool:

@@ -16,17 +16,22 @@ give byte-identical boundary k under the determinism class `strong`.
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json, canonical_json_sha256, float_hex, sha256_bytes
 from dlm_git.layout import DocLayout
 from dlm_git.manifest.schema import SegmentsRecord
+from dlm_git.safeparse import load_json
+
+if TYPE_CHECKING:
+    import torch
+
+    from dlm_git.train.loop import LoopResult, Trainer
 
 SEGMENT_VERSION = 1
 DEFAULT_SEGMENTS = 4
@@ -59,7 +64,7 @@ def adapter_name(param_name: str) -> str:
     return param_name.replace(".default.", ".")
 
 
-def capture(model: Any, trainer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def capture(model: torch.nn.Module, trainer: Trainer) -> tuple[dict[str, Any], dict[str, Any]]:
     """(tensors, scalars) of the full state between optimizer steps."""
     import numpy as np
     import torch
@@ -101,7 +106,9 @@ def capture(model: Any, trainer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return tensors, scalars
 
 
-def restore(model: Any, trainer: Any, tensors: dict[str, Any], scalars: dict[str, Any]) -> None:
+def restore(
+    model: torch.nn.Module, trainer: Trainer, tensors: dict[str, Any], scalars: dict[str, Any]
+) -> None:
     """Put a captured state back (into a freshly built model + trainer)."""
     import numpy as np
     import torch
@@ -179,7 +186,9 @@ class SegmentWriter:
 
         return cls(layout, every, genesis_digest, staging_dir(layout.segments))
 
-    def on_boundary(self, step: int, model: Any, trainer: Any, result: Any) -> None:
+    def on_boundary(
+        self, step: int, model: torch.nn.Module, trainer: Trainer, result: LoopResult
+    ) -> None:
         tensors, scalars = capture(model, trainer)
         losses = (
             result.losses[self.last_step - (result.steps - len(result.losses)) :] if step else []
@@ -201,7 +210,11 @@ class SegmentWriter:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def read_boundaries(directory: Path) -> list[tuple[int, bytes, bytes]]:
+Boundary = tuple[int, bytes, bytes]
+"""One boundary as read back: its step, its JSON bytes, its tensors file's bytes."""
+
+
+def read_boundaries(directory: Path) -> list[Boundary]:
     """(step, json bytes, tensors bytes) of every boundary in step order."""
     out = []
     for meta in sorted(directory.glob("boundary-*.json")):
@@ -212,7 +225,10 @@ def read_boundaries(directory: Path) -> list[tuple[int, bytes, bytes]]:
 
 
 def parse_meta(data: bytes) -> dict[str, Any]:
-    obj = json.loads(data.decode("utf-8"))
+    """A boundary's JSON record (hostile bytes from the DVC cache, read through
+    `safeparse`); a `ValueError` when it is not one of a known version, nests too deeply
+    or is not UTF-8."""
+    obj = load_json(data.decode("utf-8"))
     if not isinstance(obj, dict) or obj.get("version") != SEGMENT_VERSION:
         raise ValueError("not a segment boundary of a known version")
     return obj

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dlm_git.hashing import canonical_json
+from dlm_git.safeparse import dig, load_json
 from dlm_git.token_stream import IGNORE_INDEX, Sequence, TokenStream, token_stream_root
 from dlm_git.train.rows import PLAIN_SYSTEM, PLAIN_TEMPLATE, Row
 
@@ -114,15 +115,13 @@ class RowTokenizer:
 
 def has_chat_template_files(base_path: Path) -> bool:
     """Whether the base ships a chat template, decided from its files (no tokenizer load)."""
-    import json
-
     if (base_path / "chat_template.jinja").is_file() or (
         base_path / "chat_template.json"
     ).is_file():
         return True
     config = base_path / "tokenizer_config.json"
     if config.is_file():
-        return bool(json.loads(config.read_text("utf-8")).get("chat_template"))
+        return bool(dig(load_json(config.read_text("utf-8")), "chat_template"))
     return False
 
 

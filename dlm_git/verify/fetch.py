@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from dlm_git import gitio, revdoc
+from dlm_git import docat, gitio
 from dlm_git.dvcfiles import (
     DvcRecordError,
     cache_object,
@@ -131,7 +131,7 @@ def fetch_outs(
     notes: list[str] = []
     repo: Any = None
     for name in names:
-        out_path = revdoc.prefix_of(doc_rel) + name
+        out_path = docat.prefix_of(doc_rel) + name
         try:
             out = find_out(lock, out_path)
             if out is None:

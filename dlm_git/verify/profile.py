@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dlm_git import numerics
-from dlm_git.determinism import MAX_THREADS
+from dlm_git.contract.outcome import Check, absent, failed
 from dlm_git.errors import DlmGitError
+from dlm_git.numerics.flags import malformed_setting
+from dlm_git.numerics.plan import MAX_THREADS
+from dlm_git.numerics.probe import cannot_run, cuda_problem
+from dlm_git.numerics.table import NATIVE, PROFILES, Profile
 from dlm_git.topology import recorded_world_size
-from dlm_git.verify.checks import Check, absent, failed
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED, Verdict
 
 
@@ -27,7 +29,7 @@ class Setup:
 
     def __init__(
         self,
-        profile: numerics.Profile,
+        profile: Profile,
         flags: Mapping[str, Any],
         threads: int,
         base_dir: Path | None = None,
@@ -68,20 +70,20 @@ def recorded_setup(
     if not _plain_json(flags):  # a replay hands the flags on (to ranks, to a child)
         bad = "dlm.lock: determinism_flags holds a value JSON cannot carry (NaN, Infinity)"
         return failed("replay.profile", bad), FAILED
-    bad_setting = numerics.malformed_setting(flags)
+    bad_setting = malformed_setting(flags)
     if bad_setting is not None:  # would go into the replay's environment
         return failed("replay.profile", f"dlm.lock: {bad_setting}"), FAILED
-    name = flags.get("numerics", numerics.NATIVE)  # recorded before profiles: its own CPU path
-    profile = numerics.PROFILES.get(name) if isinstance(name, str) else None
+    name = flags.get("numerics", NATIVE)  # recorded before profiles: its own CPU path
+    profile = PROFILES.get(name) if isinstance(name, str) else None
     if profile is None:
         why = (
             f"cannot replay: unknown numerics profile {name!r} (this dlm-git knows"
-            f" {', '.join(numerics.PROFILES)}; upgrade dlm-git)"
+            f" {', '.join(PROFILES)}; upgrade dlm-git)"
         )
         return absent("replay.profile", why), CANNOT_VERIFY
-    problem = numerics.cannot_run(profile)
+    problem = cannot_run(profile)
     if problem is None and profile.device == "cuda":
-        problem = numerics.cuda_problem()
+        problem = cuda_problem()
     if problem is not None:
         why = (
             f"cannot replay profile {profile.name} here: {problem}"
@@ -106,7 +108,7 @@ def local_base_dir(root: Path, doc_rel: str, spec: object) -> Path | None:
     """A local-directory base where the hash level finds it: beside the real work tree
     (its identity is checked against the manifest there and recorded by the replay)."""
     from dlm_git.base.spec import parse_base_spec
-    from dlm_git.verify.worktree import locate_base_dir
+    from dlm_git.verify.locate import locate_base_dir
 
     if not isinstance(spec, str):
         return None
@@ -119,13 +121,13 @@ def local_base_dir(root: Path, doc_rel: str, spec: object) -> Path | None:
     return locate_base_dir(spec, root / doc_rel, root, None, build=False)
 
 
-def where_it_runs(profile: numerics.Profile, flags: Mapping[str, Any]) -> str:
+def where_it_runs(profile: Profile, flags: Mapping[str, Any]) -> str:
     if profile.device == "cuda":
         return (
             f"on a {flags.get('gpu_name')} (sm {flags.get('gpu_capability')}) with CUDA"
             f" {flags.get('cuda_version')} and a CUDA build of torch"
         )
-    if profile.name == numerics.NATIVE:
+    if profile.name == NATIVE:
         return (
             f"on a {flags.get('machine')} CPU like the trainer's ({flags.get('cpu_vendor')},"
             f" {flags.get('cpu_isa')}, ATen {flags.get('cpu_capability')})"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm_git import gitio, revdoc
+from dlm_git import docat, gitio
 from dlm_git.dvcfiles import (
     MAX_CONFIG_BYTES,
     DvcRecordError,
@@ -29,6 +29,7 @@ from dlm_git.dvcfiles import (
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import NotRegularFile, read_regular
 from dlm_git.layout import ADAPTER_DIR
+from dlm_git.safeparse import load_json
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def adapter_objects(root: Path, sha: str, docs: list[str]) -> dict[str, list[str
         return {}
     out: dict[str, list[str]] = {}
     for doc in docs:
-        path = revdoc.prefix_of(doc) + ADAPTER_DIR
+        path = docat.prefix_of(doc) + ADAPTER_DIR
         try:
             rec = find_out(lock, path)
             listing = dir_listing(root, rec.md5) if rec is not None else None
@@ -94,7 +95,7 @@ def query_remote(root: Path, objects: dict[str, list[str]]) -> RemoteState:
         text=True,
     )
     try:
-        answer = json.loads(proc.stdout)
+        answer = load_json(proc.stdout)
         return RemoteState(
             answer["remote"], {str(k): list(v) for k, v in answer["missing"].items()}
         )
@@ -112,7 +113,7 @@ def main() -> int:
     import json
     import sys
 
-    objects = json.loads(sys.stdin.read())
+    objects = load_json(sys.stdin.read())
     state = remote_state(Path.cwd(), objects)
     sys.stdout.write(json.dumps({"remote": state.remote, "missing": state.missing}))
     return 0

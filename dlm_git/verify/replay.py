@@ -7,7 +7,7 @@ Invariants:
   profile's kernel variables are pinned before torch initialises (in a child process when
   this one already runs torch under other values), so any machine able to run the
   profile reproduces the adapter bit for bit.
-- Whether bits are expected is decided by this dlm-git (`numerics.expect_bits`) from the
+- Whether bits are expected is decided by this dlm-git (`numerics.judge.expect_bits`) from the
   recorded profile, the replay's own kernel facts and the library versions; the commit's
   claims (its determinism class, its params) set no bar.
 - Verdicts never accuse without evidence: `MISMATCH` only when bits were expected and
@@ -29,16 +29,19 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlm_git import gitio, numerics, revdoc
+from dlm_git import docat, gitio
+from dlm_git.contract.outcome import Check, Outcome, absent, failed, judged, passed
 from dlm_git.errors import DlmGitError, UsageError
-from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
-from dlm_git.manifest.records import ADAPTER_WEIGHTS
-from dlm_git.verify.checks import Check, Outcome, absent, failed, judged, passed
+from dlm_git.layout import ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAME
+from dlm_git.numerics.judge import expect_bits
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
+
+if TYPE_CHECKING:
+    from dlm_git.train.options import TrainOutcome
 
 BITWISE, WITHIN_TOLERANCE, MISMATCH = Verdict.BITWISE, Verdict.WITHIN_TOLERANCE, Verdict.MISMATCH
 
@@ -142,7 +145,7 @@ def _compare_unequal(
     report: DocReport,
     setup: Setup,
     lock: Mapping[str, Any],
-    outcome: Any,
+    outcome: TrainOutcome,
     work: Path,
     replayed_dir: Path,
     tolerance: float | None,
@@ -151,7 +154,7 @@ def _compare_unequal(
     else CANNOT_VERIFY naming the environment to replay in, unless the auditor passed
     `--tolerance`: then the tolerance against the recorded adapter, or CANNOT_VERIFY when
     that adapter is not here to compare (no comparison, no accusation)."""
-    expectation = numerics.expect_bits(
+    expectation = expect_bits(
         setup.flags,
         outcome.lock.determinism_flags,
         lock.get("pinned_versions") or {},
@@ -208,10 +211,11 @@ def _where_bits_hold(setup: Setup, lock: Mapping[str, Any]) -> str:
 
 def _retrain(
     root: Path, sha: str, doc_rel: str, setup: Setup, tree: Path, accept_license: bool
-) -> Any:
-    from dlm_git.train.run import TrainOptions, run_train
+) -> TrainOutcome:
+    from dlm_git.train.options import TrainOptions
+    from dlm_git.train.run import run_train
 
-    if revdoc.materialize(root, doc_rel, sha, tree) is None:
+    if docat.materialize(root, doc_rel, sha, tree) is None:
         raise DlmGitError(doc_rel, "no single .dlm in the document directory at this commit")
     options = TrainOptions(
         lock_mode="ignore",
@@ -230,7 +234,7 @@ def _retrain(
     return run_train(tree / doc_rel, options)
 
 
-def _other_files_differ(root: Path, sha: str, doc_rel: str, outcome: Any) -> str:
+def _other_files_differ(root: Path, sha: str, doc_rel: str, outcome: TrainOutcome) -> str:
     """The adapter files other than the weights whose replayed sha256 is not the one the
     commit's manifest records (", "-joined; "" when all agree or nothing is recorded)."""
     from dlm_git.manifest.records import read_manifest_bytes
@@ -291,7 +295,7 @@ def _replayable_torch(lock: dict[str, Any]) -> tuple[bool, str]:
     policy refuses to train across a torch major), so it is not attempted."""
     from importlib import metadata
 
-    from dlm_git.verify.checks import version_major
+    from dlm_git.contract.records import version_major
 
     recorded = str((lock.get("pinned_versions") or {}).get("torch"))
     installed = metadata.version("torch")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from dlm_git.verify.checks import Check, Outcome
+from dlm_git.contract.outcome import Check, Outcome
 
 Level = Literal["hash", "replay", "segments"]
 

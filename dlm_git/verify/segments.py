@@ -10,48 +10,61 @@ Invariants:
 - A replayed segment must reproduce its end boundary byte for byte; on a mismatch the
   report names the first step whose loss differs (or the boundary step, if only the final
   update differs).
+- Under a profile this process cannot pin (torch already runs here under other kernel
+  settings), the same check runs in `python -m dlm_git.verify.segments DIR`, asked and
+  answering through `dlm_git.childproc` (`SegmentsRequest` → `SegmentsAnswer`: the
+  document's report so far in, the report with the segment checks out); a child never
+  starts a child, and a child that cannot answer is CANNOT_VERIFY.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import secrets
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dlm_git import gitio, numerics, revdoc
-from dlm_git.determinism import Plan, plan
+from dlm_git import gitio
+from dlm_git.contract.outcome import Check, absent, failed, passed
+from dlm_git.docat import copy_out
 from dlm_git.dvcfiles import DvcRecordError
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
-from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
-from dlm_git.manifest.records import ADAPTER_WEIGHTS, read_manifest_bytes
-from dlm_git.verify.checks import Check, Outcome, absent, failed, judged, passed
-from dlm_git.verify.commit import assemble_adapter, copy_out
+from dlm_git.layout import ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
+from dlm_git.manifest.records import read_manifest_bytes
+from dlm_git.numerics.activate import apply_to, can_run_in_process
+from dlm_git.numerics.judge import Expectation
+from dlm_git.numerics.plan import plan
+from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup
 from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
+from dlm_git.verify.segment_replay import replay_segments
 
-SEGMENTS_OK = Verdict.SEGMENTS_BITWISE
+if TYPE_CHECKING:
+    from dlm_git.manifest.schema import Manifest, SegmentsRecord
+    from dlm_git.train.segments import Boundary
+
+CHILD = "dlm_git.verify.segments"
+Stop = tuple[Check, Verdict]
+"""The check that ends a document's segment verification, and the verdict it gives."""
 
 
 def check_chain(
-    boundaries: list[tuple[int, bytes, bytes]],
+    boundaries: list[Boundary],
     genesis_digest: str,
-    manifest: Any,
+    record: SegmentsRecord,
     adapter_dir: Path,
 ) -> tuple[list[str], str | None]:
-    """Digests in order, or the first problem found."""
+    """Digests in order, or the first problem found (`record`: the manifest's)."""
     from safetensors.numpy import load, load_file
 
     from dlm_git.train.segments import adapter_name, parse_meta
 
-    record = manifest.segments
     if len(boundaries) != record.count:
         return [], f"{len(boundaries)} boundaries found, manifest records {record.count}"
     prev, digests = genesis_digest, list[str]()
@@ -95,11 +108,13 @@ def segment_reports(
     return [_each(root, sha, r, sample, seed) for r in reports]
 
 
-def _each(root: Path, sha: str, report: DocReport, sample: int, seed: int) -> DocReport:
+def _each(
+    root: Path, sha: str, report: DocReport, sample: int, seed: int, in_child: bool = False
+) -> DocReport:
     """One document's segment check; a record of its that does not parse (or nests past
     the parser's bound) fails it alone, and the others still get their verdicts."""
     try:
-        return segment_doc(root, sha, report, sample, seed)
+        return segment_doc(root, sha, report, sample, seed, in_child)
     except DlmGitError as exc:
         checks = [*report.checks, failed("segments.chain", f"nothing replayed: {exc.one_line()}")]
         return _with(report, checks, FAILED, [])
@@ -108,95 +123,141 @@ def _each(root: Path, sha: str, report: DocReport, sample: int, seed: int) -> Do
         return _with(report, checks, FAILED, [])
 
 
-def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int) -> DocReport:
-    from dlm_git.train.segments import genesis
-
+def segment_doc(
+    root: Path, sha: str, report: DocReport, sample: int, seed: int, in_child: bool = False
+) -> DocReport:
+    """The chain, then the sampled replays (`in_child`: this is the child of a process that
+    could not pin the recorded profile, and starts none itself)."""
     doc_rel = report.doc
-    prefix = "" if doc_rel == "." else doc_rel + "/"
-    blobs = gitio.cat_files(
-        [f"{sha}:{prefix}{MANIFEST_NAME}", f"{sha}:{prefix}{LOCK_NAME}", f"{sha}:dvc.lock"], root
-    )
     checks = list(report.checks)
     notes = [f"segment sample seed {seed} (repeat with --seed {seed})"]
-    manifest_bytes = blobs.get(f"{sha}:{prefix}{MANIFEST_NAME}")
-    if manifest_bytes is None:
-        checks.append(failed("segments.chain", "no manifest"))
-        return _with(report, checks, FAILED, notes)
-    manifest = read_manifest_bytes(manifest_bytes, MANIFEST_NAME)
-    if manifest.segments is None:
-        why = "trained without segment snapshots (training.segment_every: 0)"
-        checks.append(absent("segments.chain", why))
-        return _with(report, checks, CANNOT_VERIFY, notes)
-    from dlm_git.lock.io import parse_lock_json
-
-    lock_bytes = blobs.get(f"{sha}:{prefix}{LOCK_NAME}")
-    if lock_bytes is None:
-        checks.append(failed("segments.replay", "no dlm.lock to replay against"))
-        return _with(report, checks, FAILED, notes)
-    lock = parse_lock_json(lock_bytes, LOCK_NAME)
+    records = _records(root, sha, doc_rel)
+    if isinstance(records, tuple):
+        return _with(report, [*checks, records[0]], records[1], notes)
     with tempfile.TemporaryDirectory(prefix="dlm-git-segments-") as tmp:
         work = Path(tmp)
-        seg_dir, adapter_dir = work / "segments", work / "adapter"
-        missing = assemble_adapter(root, blobs.get(f"{sha}:dvc.lock"), doc_rel, adapter_dir)
-        try:
-            missing = missing or copy_out(
-                root, blobs.get(f"{sha}:dvc.lock"), doc_rel, SEGMENTS_DIR, seg_dir
-            )
-        except DvcRecordError as exc:  # malformed is a failure, not an absence
-            checks.append(failed("segments.chain", f"malformed record: {exc.one_line()}"))
-            return _with(report, checks, FAILED, notes)
-        if missing:
-            checks.append(absent("segments.chain", missing))
-            return _with(report, checks, CANNOT_VERIFY, notes)
-        from dlm_git.train.segments import read_boundaries
-
-        boundaries = read_boundaries(seg_dir)
-        gen = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
-        digests, problem = check_chain(boundaries, gen, manifest, adapter_dir)
-        checks.append(
-            judged(
-                "segments.chain",
-                problem is None,
-                problem
-                or f"{len(digests)} boundaries chained to {manifest.segments.chain_root[:16]}",
-            )
-        )
-        if problem is not None:
-            return _with(report, checks, FAILED, notes)
+        chain = _chain(root, doc_rel, records, work)
+        if isinstance(chain, tuple):
+            return _with(report, [*checks, chain[0]], chain[1], notes)
+        checks.append(chain.check)
         # The chain holds; replaying needs the recorded profile (checked only now, so a
         # machine that cannot run it still checks the whole chain).
-        setup = recorded_setup(lock, root, doc_rel)
+        setup = _replay_setup(records.lock, root, doc_rel)
         if isinstance(setup, tuple):
-            checks.append(setup[0])
-            return _with(report, checks, setup[1], notes)
-        if setup.nproc > 1:  # snapshots are one process's; ranks take none
-            why = (
-                f"cannot replay segments of a {setup.nproc}-rank training here (segment"
-                " replay runs one process; use --level replay)"
-            )
-            checks.append(absent("segments.replay", why))
-            return _with(report, checks, CANNOT_VERIFY, notes)
+            return _with(report, [*checks, setup[0]], setup[1], notes)
         run_plan = plan(setup.device, setup.profile.name, None, setup.flags)
-        if not numerics.can_run_in_process(run_plan.env):
+        if not in_child and not can_run_in_process(run_plan.env):
             return segment_doc_in_child(root, sha, report, sample, seed, run_plan.env)
-        n = len(boundaries) - 1
+        n = len(chain.boundaries) - 1
         picks = sorted(random.Random(seed).sample(range(1, n + 1), min(sample, n)))
         notes.append(f"replaying segments {picks} of {n}")
+        versions = records.lock.get("pinned_versions") or {}
         try:
             results, expectation = replay_segments(
                 root,
                 sha,
                 doc_rel,
-                manifest,
-                (setup, run_plan, lock.get("pinned_versions") or {}),
-                boundaries,
-                digests,
+                records.manifest,
+                (setup, run_plan, versions),
+                chain.boundaries,
+                chain.digests,
                 picks,
                 work,
             )
         except DlmGitError as exc:
             checks.append(absent("segments.replay", f"cannot replay: {exc.one_line()}"))
             return _with(report, checks, CANNOT_VERIFY, notes)
+    return _judged(report, checks, notes, chain.boundaries, (results, expectation))
+
+
+@dataclass(frozen=True)
+class _Records:
+    """The commit's records of one document that segment verification reads."""
+
+    manifest: Manifest
+    segments: SegmentsRecord
+    lock: dict[str, Any]
+    dvc_lock: bytes | None
+
+
+def _records(root: Path, sha: str, doc_rel: str) -> _Records | Stop:
+    from dlm_git.lock.io import parse_lock_json
+
+    prefix = "" if doc_rel == "." else doc_rel + "/"
+    blobs = gitio.cat_files(
+        [f"{sha}:{prefix}{MANIFEST_NAME}", f"{sha}:{prefix}{LOCK_NAME}", f"{sha}:dvc.lock"], root
+    )
+    manifest_bytes = blobs.get(f"{sha}:{prefix}{MANIFEST_NAME}")
+    if manifest_bytes is None:
+        return failed("segments.chain", "no manifest"), FAILED
+    manifest = read_manifest_bytes(manifest_bytes, MANIFEST_NAME)
+    segments = manifest.segments
+    if segments is None:
+        why = "trained without segment snapshots (training.segment_every: 0)"
+        return absent("segments.chain", why), CANNOT_VERIFY
+    lock_bytes = blobs.get(f"{sha}:{prefix}{LOCK_NAME}")
+    if lock_bytes is None:
+        return failed("segments.replay", "no dlm.lock to replay against"), FAILED
+    lock = parse_lock_json(lock_bytes, LOCK_NAME)
+    return _Records(manifest, segments, lock, blobs.get(f"{sha}:dvc.lock"))
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """A chain that holds: its passed check, its boundaries and their digests."""
+
+    check: Check
+    boundaries: list[Boundary]
+    digests: list[str]
+
+
+def _chain(root: Path, doc_rel: str, records: _Records, work: Path) -> _Chain | Stop:
+    """The commit's boundaries and adapter copied out of the DVC cache into `work`, and
+    the whole chain checked (`check_chain`)."""
+    from dlm_git.train.segments import genesis, read_boundaries
+
+    seg_dir, adapter_dir = work / "segments", work / "adapter"
+    missing = assemble_adapter(root, records.dvc_lock, doc_rel, adapter_dir)
+    try:
+        missing = missing or copy_out(root, records.dvc_lock, doc_rel, SEGMENTS_DIR, seg_dir)
+    except DvcRecordError as exc:  # malformed is a failure, not an absence
+        return failed("segments.chain", f"malformed record: {exc.one_line()}"), FAILED
+    if missing:
+        return absent("segments.chain", missing), CANNOT_VERIFY
+    manifest, record = records.manifest, records.segments
+    boundaries = read_boundaries(seg_dir)
+    gen = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
+    digests, problem = check_chain(boundaries, gen, record, adapter_dir)
+    if problem is not None:
+        return failed("segments.chain", problem), FAILED
+    held = f"{len(digests)} boundaries chained to {record.chain_root[:16]}"
+    return _Chain(passed("segments.chain", held), boundaries, digests)
+
+
+def _replay_setup(lock: dict[str, Any], root: Path, doc_rel: str) -> Setup | Stop:
+    """The recorded profile to replay under, or why the segments cannot be replayed."""
+    setup = recorded_setup(lock, root, doc_rel)
+    if isinstance(setup, tuple):
+        return setup
+    if setup.nproc > 1:  # snapshots are one process's; ranks take none
+        why = (
+            f"cannot replay segments of a {setup.nproc}-rank training here (segment"
+            " replay runs one process; use --level replay)"
+        )
+        return absent("segments.replay", why), CANNOT_VERIFY
+    return setup
+
+
+def _judged(
+    report: DocReport,
+    checks: list[Check],
+    notes: list[str],
+    boundaries: list[Boundary],
+    replayed: tuple[list[tuple[int, str | None]], Expectation],
+) -> DocReport:
+    """One check per replayed segment; a divergence accuses only where bits were
+    expected."""
+    results, expectation = replayed
     if not expectation.bits:
         notes.append(f"bit equality not expected: {expectation.reason}")
     for index, problem in results:
@@ -204,12 +265,11 @@ def segment_doc(root: Path, sha: str, report: DocReport, sample: int, seed: int)
         done = f"segment {index} (steps {start + 1}-{end}) bitwise identical"
         if problem is None:
             checks.append(passed("segments.replay", done))
-        else:  # a divergence accuses only where bits were expected
+        else:
             checks.append((failed if expectation.bits else absent)("segments.replay", problem))
     ok = all(c.ok for c in checks)
-    # A diverging segment accuses only where bits were expected.
-    verdict = SEGMENTS_OK if ok else (Verdict.MISMATCH if expectation.bits else CANNOT_VERIFY)
-    return _with(report, checks, verdict, notes)
+    diverged = Verdict.MISMATCH if expectation.bits else CANNOT_VERIFY
+    return _with(report, checks, Verdict.SEGMENTS_BITWISE if ok else diverged, notes)
 
 
 def segment_doc_in_child(
@@ -222,108 +282,64 @@ def segment_doc_in_child(
 ) -> DocReport:
     """The same check in a fresh interpreter that pins the recorded profile (this process
     already runs torch under other kernel settings)."""
-    # `--doc=NAME`: a document directory named like an option stays a value
-    argv = [sys.executable, "-m", "dlm_git", "verify", sha, f"--doc={report.doc}"]
-    argv += ["--level", "segments", "--sample", str(sample), "--seed", str(seed), "--json"]
-    env_child = numerics.apply_to(dict(os.environ), env)
-    proc = subprocess.run(argv, cwd=root, env=env_child, capture_output=True, text=True)
+    from dlm_git.childproc import ChildError, ProtocolError, call_child
+
+    request = SegmentsRequest(
+        root.resolve(), sha, report.doc, report.verdict, report.checks, report.notes, sample, seed
+    )
     try:
-        doc = json.loads(proc.stdout)["documents"][0]
-        checks = [
-            Check(str(c["name"]), Outcome(c["state"]), str(c["detail"])) for c in doc["checks"]
-        ]
-        verdict = Verdict(str(doc["verdict"]))
-    except (ValueError, KeyError, IndexError, TypeError):
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        why = lines[-1] if lines else f"exit {proc.returncode}"
-        checks = [*report.checks, absent("segments.replay", f"cannot replay: {why}")]
+        got = call_child(
+            CHILD,
+            request,
+            SegmentsAnswer,
+            env=apply_to(dict(os.environ), env),
+            what="the segment replay child",
+        )
+    except (ChildError, ProtocolError) as exc:
+        checks = [*report.checks, absent("segments.replay", f"cannot replay: {exc.one_line()}")]
         return _with(report, checks, CANNOT_VERIFY, [])
-    known = {"doc", "level", "verdict", "checks", "adapter_sha256", "notes", "passed", "failed"}
     return DocReport(
         doc=report.doc,
         level="segments",
-        verdict=verdict,
-        checks=checks,
+        verdict=got.verdict,
+        checks=got.checks,
         adapter_sha256=report.adapter_sha256,
-        notes=[str(n) for n in doc.get("notes", [])],
-        extra={k: v for k, v in doc.items() if k not in known},
+        notes=got.notes,
+        extra=report.extra,
     )
 
 
-def replay_segments(
-    root: Path,
-    sha: str,
-    doc_rel: str,
-    manifest: Any,
-    pinned: tuple[Setup, Plan, Mapping[str, Any]],
-    boundaries: list[tuple[int, bytes, bytes]],
-    digests: list[str],
-    picks: list[int],
-    work: Path,
-) -> tuple[list[tuple[int, str | None]], numerics.Expectation]:
-    from safetensors.numpy import load
+@dataclass(frozen=True)
+class SegmentsRequest:
+    """A segment check for the child: the commit, the document's report so far (the
+    segment verdict is judged with its checks, as in one process), the sample."""
 
-    from dlm_git.base.resolve import resolve_base
-    from dlm_git.determinism import prepare
-    from dlm_git.doc.load import load_document
-    from dlm_git.doc.sources import Outside
-    from dlm_git.train.loop import make_trainer, train_loop
-    from dlm_git.train.pipeline import tokenize_document
-    from dlm_git.train.run import build_model, loop_config, resolve_precision
-    from dlm_git.train.segments import capture, encode_boundary, parse_meta, restore
-    from dlm_git.versions import pinned_versions
+    root: Path
+    sha: str
+    doc: str
+    verdict: Verdict
+    checks: list[Check]
+    notes: list[str]
+    sample: int
+    seed: int
 
-    setup, run_plan, recorded_versions = pinned
-    numerics.activate(run_plan.env)  # before anything below imports torch
-    tree = work / "tree"
-    if revdoc.materialize(root, doc_rel, sha, tree) is None:
-        raise DlmGitError(doc_rel, "no single .dlm in the document directory at this commit")
-    loaded = load_document(tree / doc_rel, Outside.REFUSE)  # a commit's inputs only
-    training = loaded.doc.frontmatter.training
-    resolved = resolve_base(
-        loaded.doc.frontmatter.base_model,
-        loaded.doc.directory,
-        loaded.repo_root,
-        local_dir=setup.base_dir,
+
+@dataclass(frozen=True)
+class SegmentsAnswer:
+    """The child's report of the document: its verdict, every check, every note."""
+
+    verdict: Verdict
+    checks: list[Check]
+    notes: list[str]
+
+
+def answer(request: SegmentsRequest) -> SegmentsAnswer:
+    """The child's side: the same check on the same report, in this interpreter."""
+    report = DocReport(
+        request.doc, "hash", request.verdict, list(request.checks), notes=list(request.notes)
     )
-    env = prepare(training.seed, run_plan, setup.threads)
-    device = env.device
-    expectation = numerics.expect_bits(
-        setup.flags, env.flags, recorded_versions, pinned_versions(), env.hardware.tier
-    )
-    tok = tokenize_document(loaded, resolved, use_cache=False)
-    if tok.stream_root != manifest.tokens.root:
-        raise DlmGitError("segments", "re-tokenized stream differs from the manifest's token root")
-    precision = resolve_precision(training.precision, device)
-    results: list[tuple[int, str | None]] = []
-    for index in picks:
-        start_step, start_meta, start_blob = boundaries[index - 1]
-        end_step, end_meta, _ = boundaries[index]
-        model, _ = build_model(resolved.path, training, device)
-        cfg = loop_config(training, device, precision, tok.pad_id)
-        trainer = make_trainer(model, len(tok.sequences), cfg)
-        restore(model, trainer, load(start_blob), parse_meta(start_meta))
-        result = train_loop(model, tok.sequences, cfg, trainer=trainer, stop_at=end_step)
-        tensors, scalars = capture(model, trainer)
-        _, _, digest = encode_boundary(tensors, scalars, result.losses, digests[index - 1])
-        if digest == digests[index]:
-            results.append((index, None))
-            continue
-        recorded = parse_meta(end_meta).get("losses_hex") or []
-        from dlm_git.hashing import float_hex
-
-        replayed = [float_hex(v) for v in result.losses]
-        pairs = enumerate(zip(recorded, replayed, strict=False))
-        first = next((i for i, (a, b) in pairs if a != b), None)
-        step = start_step + 1 + first if first is not None else end_step
-        results.append(
-            (
-                index,
-                f"segment {index} (steps {start_step + 1}-{end_step}) diverges;"
-                f" first divergent step {step}",
-            )
-        )
-    return results, expectation
+    done = _each(request.root, request.sha, report, request.sample, request.seed, in_child=True)
+    return SegmentsAnswer(done.verdict, done.checks, done.notes)
 
 
 def _with(report: DocReport, checks: list[Check], verdict: Verdict, notes: list[str]) -> DocReport:
@@ -336,3 +352,9 @@ def _with(report: DocReport, checks: list[Check], verdict: Verdict, notes: list[
         notes=[*report.notes, *notes],
         extra=report.extra,
     )
+
+
+if __name__ == "__main__":
+    from dlm_git.childproc import serve
+
+    sys.exit(serve(sys.argv[1:], SegmentsRequest, answer, CHILD))

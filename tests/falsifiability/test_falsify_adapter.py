@@ -21,10 +21,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.tensorfiles import MUTATIONS
+from tests.support.verdicts import assert_caught, assert_verified
+from tests.support.verified import ADAPTER_OUT, CONFIG, DOC, WEIGHTS
+
 pytestmark = pytest.mark.slow
 
-WEIGHTS = "adapter_model.safetensors"
-CONFIG = "adapter_config.json"
 
 LAYERS = ("cache", "dvc", "files", "all")
 # mutation -> first failing check at each layer (None: the hash level passes)
@@ -44,15 +46,15 @@ TENSOR_DETAIL = {
 }
 
 
-def test_every_mutation_is_covered(forgery: Any) -> None:
-    assert set(EXPECTED) == set(forgery.MUTATIONS)
+def test_every_mutation_is_covered() -> None:
+    assert set(EXPECTED) == set(MUTATIONS)
 
 
 @pytest.mark.parametrize("layer", LAYERS)
 @pytest.mark.parametrize("mutation", sorted(EXPECTED))
-def test_adapter_tamper(forge: Any, forgery: Any, mutation: str, layer: str) -> None:
+def test_adapter_tamper(forge: Any, mutation: str, layer: str) -> None:
     files = forge.adapter_files()
-    tampered = forgery.MUTATIONS[mutation](files[WEIGHTS])
+    tampered = MUTATIONS[mutation](files[WEIGHTS])
     assert tampered != files[WEIGHTS]
     if layer == "cache":
         forge.overwrite_object(forge.listing(forge.out_md5())[WEIGHTS], tampered)
@@ -64,9 +66,9 @@ def test_adapter_tamper(forge: Any, forgery: Any, mutation: str, layer: str) -> 
     expected = EXPECTED[mutation][LAYERS.index(layer)]
     if expected is None:
         # A consistent forgery of manifest + adapter: nothing at the hash level can tell.
-        forgery.assert_verified(result)
+        assert_verified(result)
         return
-    forgery.assert_caught(result, expected)
+    assert_caught(result, expected)
     if expected == "adapter.tensors":
         assert TENSOR_DETAIL[mutation] in result.first_failure["detail"], result.explain()
 
@@ -75,9 +77,7 @@ def test_adapter_tamper(forge: Any, forgery: Any, mutation: str, layer: str) -> 
     ("edit", "value"),
     [("r", 16), ("lora_alpha", 32), ("target_modules", "drop v_proj")],
 )
-def test_adapter_config_edit_caught_only_by_structure(
-    forge: Any, forgery: Any, edit: str, value: Any
-) -> None:
+def test_adapter_config_edit_caught_only_by_structure(forge: Any, edit: str, value: Any) -> None:
     from dlm_git.hashing import canonical_json
 
     files = forge.adapter_files()
@@ -92,24 +92,24 @@ def test_adapter_config_edit_caught_only_by_structure(
     forge.store_adapter(files, rebind="files")  # the file hash is re-recorded consistently
     forge.commit(f"adapter_config {edit}")
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "adapter.structure")
+    assert_caught(result, "adapter.structure")
     assert f"adapter_config {edit}" in result.first_failure["detail"], result.explain()
     for bound in ("adapter.files", "adapter.sha256", "adapter.tensors", "dvc.binding"):
         assert result.check(bound)["ok"], result.explain()
 
 
-def test_adapter_config_edit_unbound(forge: Any, forgery: Any) -> None:
+def test_adapter_config_edit_unbound(forge: Any) -> None:
     files = forge.adapter_files()
     config = json.loads(files[CONFIG])
     config["lora_alpha"] = 32
     files[CONFIG] = json.dumps(config).encode()
     forge.store_adapter(files)
     forge.commit("adapter_config edit, manifest untouched")
-    forgery.assert_caught(forge.verify("HEAD"), "adapter.sha256")
+    assert_caught(forge.verify("HEAD"), "adapter.sha256")
 
 
 @pytest.mark.parametrize("change", ["extra", "missing"])
-def test_adapter_file_set_via_forged_dvc_listing(forge: Any, forgery: Any, change: str) -> None:
+def test_adapter_file_set_via_forged_dvc_listing(forge: Any, change: str) -> None:
     """A forged `.dir` listing in the DVC cache, and dvc.lock pointing at it."""
     files = forge.adapter_files()
     if change == "extra":
@@ -119,38 +119,36 @@ def test_adapter_file_set_via_forged_dvc_listing(forge: Any, forgery: Any, chang
     forge.store_adapter(files)
     forge.commit(f"{change} adapter file")
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "adapter.files")
+    assert_caught(result, "adapter.files")
     word = "README.md" if change == "extra" else CONFIG
     assert word in result.first_failure["detail"]
 
 
-def test_missing_config_with_rebound_manifest(forge: Any, forgery: Any) -> None:
+def test_missing_config_with_rebound_manifest(forge: Any) -> None:
     """adapter_config.json dropped from DVC *and* from the manifest's adapter record."""
     files = forge.adapter_files()
     del files[CONFIG]
     forge.store_adapter(files, rebind="all")
     forge.commit("adapter without its config, manifest re-recorded")
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "adapter.structure")
+    assert_caught(result, "adapter.structure")
     assert CONFIG in result.first_failure["detail"]
 
 
 @pytest.mark.parametrize("change", ["extra", "missing"])
-def test_adapter_file_set_in_worktree(forge: Any, forgery: Any, change: str) -> None:
+def test_adapter_file_set_in_worktree(forge: Any, change: str) -> None:
     """`verify --worktree`: the work tree's adapter/ against the manifest."""
-    forgery.assert_verified(forge.verify("--worktree", "--doc", forgery.DOC))
-    adapter = forge.root / forgery.ADAPTER_OUT
+    assert_verified(forge.verify("--worktree", "--doc", DOC))
+    adapter = forge.root / ADAPTER_OUT
     if change == "extra":
         (adapter / "README.md").write_text("# not part of the adapter\n")
     else:
         (adapter / CONFIG).unlink()
-    result = forge.verify("--worktree", "--doc", forgery.DOC)
-    forgery.assert_caught(result, "adapter.files")
+    result = forge.verify("--worktree", "--doc", DOC)
+    assert_caught(result, "adapter.files")
 
 
-def test_listing_entries_outside_adapter_are_never_written(
-    forge: Any, forgery: Any, tmp_path: Path
-) -> None:
+def test_listing_entries_outside_adapter_are_never_written(forge: Any, tmp_path: Path) -> None:
     """A forged listing naming paths outside adapter/: verify writes nothing there and
     fails (dvc.binding: the listing is not the adapter directory)."""
     escaped = [tmp_path / "escaped-abs", tmp_path / "escaped-rel"]
@@ -159,14 +157,14 @@ def test_listing_entries_outside_adapter_are_never_written(
     payload = forge.put_object(b"written outside the adapter\n")
     entries[str(escaped[0])] = payload
     entries["../" * 40 + str(escaped[1]).lstrip("/")] = payload
-    forge.set_out_md5(forgery.ADAPTER_OUT, forge.put_listing(entries), None, len(entries))
+    forge.set_out_md5(ADAPTER_OUT, forge.put_listing(entries), None, len(entries))
     forge.commit("listing with path traversal")
     result = forge.verify("HEAD")
     assert not any(p.exists() for p in escaped)
-    forgery.assert_caught(result, "dvc.binding")
+    assert_caught(result, "dvc.binding")
 
 
-def test_missing_weights_with_rebound_manifest(forge: Any, forgery: Any) -> None:
+def test_missing_weights_with_rebound_manifest(forge: Any) -> None:
     """adapter_model.safetensors dropped from DVC and from the manifest's file list."""
     files = forge.adapter_files()
     del files[WEIGHTS]
@@ -176,7 +174,7 @@ def test_missing_weights_with_rebound_manifest(forge: Any, forgery: Any) -> None
     forge.write_manifest(manifest)
     forge.commit("adapter without weights, manifest re-recorded")
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "adapter.sha256")
+    assert_caught(result, "adapter.sha256")
     assert "Traceback" not in result.stderr
     for later in ("adapter.tensors", "adapter.structure"):
         assert not result.check(later)["ok"], result.explain()

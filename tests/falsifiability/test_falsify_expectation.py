@@ -17,19 +17,21 @@ from typing import Any
 
 import pytest
 
-from dlm_git import numerics
+from dlm_git.numerics import probe, table
+from tests.support.tensorfiles import flip_ulp
+from tests.support.verdicts import assert_caught, assert_verified
+from tests.support.verified import WEIGHTS
 
 pytestmark = pytest.mark.skipif(
-    numerics._machine() != "x86_64"
-    or numerics.cannot_run(numerics.PROFILES[numerics.X86_64_V3]) is not None,
+    probe.machine() != "x86_64" or probe.cannot_run(table.PROFILES[table.X86_64_V3]) is not None,
     reason="needs an x86-64 CPU with AVX2",
 )
 
 
-def round_the_adapter(forge: Any, forgery: Any) -> None:
+def round_the_adapter(forge: Any) -> None:
     """One ULP of one LoRA weight moved, every record re-bound as training would have."""
     files = forge.adapter_files()
-    files[forgery.WEIGHTS] = forgery.flip_ulp(files[forgery.WEIGHTS])
+    files[WEIGHTS] = flip_ulp(files[WEIGHTS])
     forge.store_adapter(files, rebind="all")
 
 
@@ -40,10 +42,10 @@ def edit_lock(forge: Any, edit: Callable[[dict[str, Any]], None]) -> None:
 
 
 @pytest.mark.slow
-def test_a_rounding_step_is_a_mismatch_where_bits_are_expected(forge: Any, forgery: Any) -> None:
-    round_the_adapter(forge, forgery)
+def test_a_rounding_step_is_a_mismatch_where_bits_are_expected(forge: Any) -> None:
+    round_the_adapter(forge)
     forge.commit("an adapter one rounding step off")
-    forgery.assert_verified(forge.verify("HEAD"))  # only a replay can tell
+    assert_verified(forge.verify("HEAD"))  # only a replay can tell
     result = forge.verify_cli("HEAD", "--level", "replay")
     assert result.code == 1 and result.verdict == "MISMATCH", result.explain()
     assert "bit equality expected" in result.check("replay")["detail"], result.explain()
@@ -68,13 +70,13 @@ def test_a_rounding_step_is_a_mismatch_where_bits_are_expected(forge: Any, forge
     ids=["unknown-flag", "another-unknown-flag", "unknown-topology-key", "unknown-package"],
 )
 def test_a_key_no_dlm_git_writes_fails_and_nothing_is_launched(
-    forge: Any, forgery: Any, edit: Callable[[dict[str, Any]], None]
+    forge: Any, edit: Callable[[dict[str, Any]], None]
 ) -> None:
-    round_the_adapter(forge, forgery)
+    round_the_adapter(forge)
     edit_lock(forge, edit)
     forge.commit("a lock with a key of its own")
     result = forge.verify("HEAD", "--level", "replay", "--tolerance", "1")  # in-process
-    forgery.assert_caught(result, "lock.parse")
+    assert_caught(result, "lock.parse")
     replay = result.check("replay")
     assert not replay["ok"] and "nothing replayed" in replay["detail"], result.explain()
     assert "malformed lock" in replay["detail"], result.explain()
@@ -94,12 +96,12 @@ def test_a_key_no_dlm_git_writes_fails_and_nothing_is_launched(
     ids=["numpy", "peft", "nondeterministic"],
 )
 def test_another_recorded_environment_is_cannot_verify_not_within_tolerance(
-    forge: Any, forgery: Any, edit: Callable[[dict[str, Any]], None], named: str
+    forge: Any, edit: Callable[[dict[str, Any]], None], named: str
 ) -> None:
-    round_the_adapter(forge, forgery)
+    round_the_adapter(forge)
     edit_lock(forge, edit)
     forge.commit("recorded under another environment")
-    forgery.assert_verified(forge.verify("HEAD"))
+    assert_verified(forge.verify("HEAD"))
     result = forge.verify_cli("HEAD", "--level", "replay")
     assert result.code == 1 and result.verdict == "CANNOT_VERIFY", result.explain()
     detail = result.check("replay")["detail"]
@@ -109,10 +111,8 @@ def test_another_recorded_environment_is_cannot_verify_not_within_tolerance(
 
 
 @pytest.mark.slow
-def test_a_tolerance_verdict_is_the_auditors_choice_and_never_passes_strict(
-    forge: Any, forgery: Any
-) -> None:
-    round_the_adapter(forge, forgery)
+def test_a_tolerance_verdict_is_the_auditors_choice_and_never_passes_strict(forge: Any) -> None:
+    round_the_adapter(forge)
     edit_lock(forge, lambda lock: lock["pinned_versions"].update(numpy="1.26.4"))
     forge.commit("recorded under another numpy")
     asked = forge.verify_cli("HEAD", "--level", "replay", "--tolerance", "1e-3")

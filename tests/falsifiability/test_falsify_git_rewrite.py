@@ -15,7 +15,6 @@ repository (`forge`); object ids are taken before a replacement exists.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +22,15 @@ from typing import Any
 
 import pytest
 
-from tests.falsifiability.test_falsify_signature import Signed, caught, sh
+from tests.support.env import run
+from tests.support.gitrepo import git
+from tests.support.signing import Signed, keygen
+from tests.support.tensorfiles import edit_weight
+from tests.support.verdicts import assert_caught, assert_verified, caught
+from tests.support.verified import DOC, WEIGHTS
 
 pytestmark = pytest.mark.slow
 
-DOC = "demo"
 DLM = f"{DOC}/{DOC}.dlm"
 MANIFEST = f"{DOC}/manifest.json"
 
@@ -50,11 +53,11 @@ def edit_document(forge: Any) -> str:
     return str(forge.commit("document edited after training"))
 
 
-def swap_adapter(forge: Any, forgery: Any) -> str:
+def swap_adapter(forge: Any) -> str:
     """A forged commit: the adapter's weights edited and stored in the DVC cache,
     `dvc.lock` pointing at them, the manifest left alone (`adapter.sha256` fails)."""
     files = forge.adapter_files()
-    files[forgery.WEIGHTS] = forgery.edit_weight(files[forgery.WEIGHTS])
+    files[WEIGHTS] = edit_weight(files[WEIGHTS])
     forge.store_adapter(files, rebind="none")
     return str(forge.commit("adapter swapped"))
 
@@ -74,54 +77,54 @@ REWRITES: dict[str, tuple[str, Callable[[str, str], list[str]], str]] = {
 
 
 @pytest.mark.parametrize("rewrite", list(REWRITES))
-def test_a_replace_ref_cannot_dress_a_forged_commit(forge: Any, forgery: Any, rewrite: str) -> None:
+def test_a_replace_ref_cannot_dress_a_forged_commit(forge: Any, rewrite: str) -> None:
     kind, objects, check = REWRITES[rewrite]
     honest = rev(forge, "HEAD")
-    forged = edit_document(forge) if kind == "document" else swap_adapter(forge, forgery)
-    forgery.assert_caught(forge.verify(forged), check)  # without a replacement
+    forged = edit_document(forge) if kind == "document" else swap_adapter(forge)
+    assert_caught(forge.verify(forged), check)  # without a replacement
     pair = [rev(forge, name) for name in objects(forged, honest)]
     forge.git("replace", *pair)
     assert forge.git("cat-file", "-p", objects(forged, honest)[0]) == forge.git(
         "cat-file", "-p", pair[1]
     ), "git itself answers with the replacement"
     result = forge.verify(forged)
-    forgery.assert_caught(result, check)
+    assert_caught(result, check)
     assert remembered(forge, forged) == "FAILED"
-    forgery.assert_verified(forge.verify(honest))
+    assert_verified(forge.verify(honest))
     assert remembered(forge, honest) == "VERIFIED"
 
 
-def test_a_replace_ref_cannot_fail_an_honest_commit(forge: Any, forgery: Any) -> None:
+def test_a_replace_ref_cannot_fail_an_honest_commit(forge: Any) -> None:
     """The other direction: the honest commit's record blob replaced by a forged one."""
     honest = rev(forge, "HEAD")
     forged = edit_document(forge)
     forge.git("replace", rev(forge, f"{honest}:{DLM}"), rev(forge, f"{forged}:{DLM}"))
-    forgery.assert_verified(forge.verify(honest))
+    assert_verified(forge.verify(honest))
     assert remembered(forge, honest) == "VERIFIED"
 
 
 def test_the_pre_push_hook_judges_the_pushed_objects(forge: Any, tmp_path: Path) -> None:
     remote = tmp_path / "remote.git"
-    assert sh(tmp_path, "git", "init", "-q", "--bare", str(remote)).returncode == 0
-    assert sh(forge.root, sys.executable, "-m", "dlm_git", "hooks", "install").returncode == 0
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    run([sys.executable, "-m", "dlm_git", "hooks", "install"], forge.root)
     forge.git("remote", "add", "origin", str(remote))
     honest = rev(forge, "HEAD")
     forged = edit_document(forge)
     forge.git("replace", rev(forge, f"{forged}:{DLM}"), rev(forge, f"{honest}:{DLM}"))
     branch = forge.git("rev-parse", "--abbrev-ref", "HEAD").strip()
-    proc = sh(forge.root, "git", "push", "-q", "origin", branch)
+    proc = run(["git", "push", "-q", "origin", branch], forge.root, check=False)
     assert proc.returncode == 1 and "doc.sha256" in proc.stderr, proc.stderr
     assert "push refused" in proc.stderr, proc.stderr
 
 
 def test_the_pre_commit_hook_judges_the_staged_objects(forge: Any) -> None:
     """A stale `.dlm` staged, its blob replaced by the trained one: still stale."""
-    assert sh(forge.root, sys.executable, "-m", "dlm_git", "hooks", "install").returncode == 0
+    run([sys.executable, "-m", "dlm_git", "hooks", "install"], forge.root)
     trained = rev(forge, f"HEAD:{DLM}")
     forge.write(DLM, forge.read(DLM) + b"\nA sentence nobody trained on.\n")
     forge.git("add", DLM)
     forge.git("replace", rev(forge, f":{DLM}"), trained)
-    proc = sh(forge.root, "git", "commit", "-q", "-m", "stale document")
+    proc = run(["git", "commit", "-q", "-m", "stale document"], forge.root, check=False)
     assert proc.returncode == 1, proc.stderr
     assert "changed since it was trained" in proc.stderr, proc.stderr
 
@@ -164,25 +167,13 @@ def policy_commit(forge: Any, pem: bytes) -> str:
 
 
 def mktree(forge: Any, listing: str) -> str:
-    proc = subprocess.run(
-        ["git", "mktree"], cwd=forge.root, input=listing, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+    return run(["git", "mktree"], forge.root, input=listing).stdout.strip()
 
 
 @pytest.fixture(scope="session")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     """mallory's key pair, made by `dlm-git keygen` outside every repository."""
-    directory = tmp_path_factory.mktemp("keys-mallory")
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlm_git", "keygen", "--out", str(directory)],
-        capture_output=True,
-        text=True,
-        cwd=directory,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return {"mallory": (directory / "dlm-signing-key.pem", directory / "dlm-signing-key.pub.pem")}
+    return {"mallory": keygen(tmp_path_factory.mktemp("keys-mallory"))}
 
 
 GRAFTS: dict[str, Callable[[Any, str, str, str], None]] = {
@@ -223,11 +214,11 @@ def test_the_pre_commit_hook_reads_the_policy_of_head_itself(
     """The commit being made is judged by HEAD's policy: HEAD replaced by a commit whose
     policy trusts mallory does not make her signature trusted."""
     s = Signed(forge, keys)
-    assert sh(forge.root, sys.executable, "-m", "dlm_git", "hooks", "install").returncode == 0
+    run([sys.executable, "-m", "dlm_git", "hooks", "install"], forge.root)
     forge.git("config", "dlm-git.requireSignature", "true")
     policy = policy_commit(forge, keys["mallory"][1].read_bytes())
     forge.git("replace", rev(forge, "HEAD"), policy)
     s.sign("mallory")
-    sh(forge.root, "git", "add", "-A")
-    proc = sh(forge.root, "git", "commit", "-q", "-m", "signed by mallory")
+    git(forge.root, "add", "-A")
+    proc = run(["git", "commit", "-q", "-m", "signed by mallory"], forge.root, check=False)
     assert proc.returncode == 1 and "is not trusted" in proc.stderr, proc.stderr

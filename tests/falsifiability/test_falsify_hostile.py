@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.verdicts import assert_caught
+from tests.support.verified import ADAPTER_OUT, CONFIG, DOC
+
 pytestmark = pytest.mark.slow
 
 ZERO = "0" * 40
@@ -27,13 +30,13 @@ def pre_push(forge: Any, capfd: pytest.CaptureFixture[str]) -> tuple[int, str]:
 
 
 def test_newline_in_a_name_cannot_swap_objects(
-    forge: Any, forgery: Any, capfd: pytest.CaptureFixture[str]
+    forge: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """A source file edited after training, plus a file named `<prefix>\\n<blob id of the
     original bytes>` sorted just before it. Read by name, one per line, the name splits
     into two requests and the edited file is answered with the original bytes; read by
     object id, the edit and the extra file are both seen."""
-    notes = forge.root / forgery.DOC / "notes"
+    notes = forge.root / DOC / "notes"
     target = sorted((p for p in notes.iterdir() if p.is_file()), key=lambda p: p.name)[-1]
     original = target.read_bytes()
     oid = forge.git("hash-object", str(target)).strip()
@@ -41,11 +44,11 @@ def test_newline_in_a_name_cannot_swap_objects(
     forged = notes / (target.name[:-1] + "\n" + oid)
     forged.write_bytes(b"decoy\n")
     forge.commit("swap by file name")
-    listed = forge.git("ls-files", "-z", f"{forgery.DOC}/notes").split("\0")
-    rel = f"{forgery.DOC}/notes/"
+    listed = forge.git("ls-files", "-z", f"{DOC}/notes").split("\0")
+    rel = f"{DOC}/notes/"
     assert listed.index(rel + target.name) == listed.index(rel + forged.name) + 1
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "sources.root")
+    assert_caught(result, "sources.root")
     assert target.name in result.first_failure["detail"]
     code, err = pre_push(forge, capfd)
     assert code == 1 and "sources.root" in err and "push refused" in err, err
@@ -61,7 +64,7 @@ def outside_listing(forge: Any, directory: Path, entries: dict[str, str]) -> Pat
 
 
 def test_dvc_lock_md5_naming_a_path_outside_the_cache(
-    forge: Any, forgery: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    forge: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """dvc.lock's adapter md5 is `ab/<absolute path>.dir`: joined into a cache path it
     names a file outside the cache, here a listing of the genuine adapter objects, so
@@ -69,10 +72,10 @@ def test_dvc_lock_md5_naming_a_path_outside_the_cache(
     listing = forge.listing(forge.out_md5())
     outside = outside_listing(forge, tmp_path / "outside", listing)
     forged = "ab" + str(outside)
-    forge.set_out_md5(forgery.ADAPTER_OUT, forged, None, None)
+    forge.set_out_md5(ADAPTER_OUT, forged, None, None)
     forge.commit("dvc.lock md5 is a path")
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "dvc.binding")
+    assert_caught(result, "dvc.binding")
     detail = result.first_failure["detail"]
     assert "dvc.lock" in detail and ".md5" in detail and "32 lowercase hex" in detail, detail
     code, err = pre_push(forge, capfd)
@@ -81,7 +84,7 @@ def test_dvc_lock_md5_naming_a_path_outside_the_cache(
 
 @pytest.mark.parametrize("field", ["relpath", "md5"])
 def test_dir_listing_entry_naming_a_path_outside_the_cache(
-    forge: Any, forgery: Any, tmp_path: Path, field: str
+    forge: Any, tmp_path: Path, field: str
 ) -> None:
     """A `.dir` listing in the cache whose entry escapes: a relpath with `..`, or an md5
     `ab/<absolute path>` that names a file outside the cache holding the genuine
@@ -89,19 +92,19 @@ def test_dir_listing_entry_naming_a_path_outside_the_cache(
     listing = forge.listing(forge.out_md5())
     decoy = tmp_path / "outside" / "config"
     decoy.parent.mkdir(parents=True)
-    decoy.write_bytes(forge.cache_path(listing[forgery.CONFIG]).read_bytes())
+    decoy.write_bytes(forge.cache_path(listing[CONFIG]).read_bytes())
     if field == "md5":
-        listing[forgery.CONFIG] = "ab" + str(decoy)
+        listing[CONFIG] = "ab" + str(decoy)
     else:
-        listing["../" + forgery.CONFIG] = listing.pop(forgery.CONFIG)
+        listing["../" + CONFIG] = listing.pop(CONFIG)
     entries = [{"md5": md5, "relpath": rel} for rel, md5 in sorted(listing.items())]
     data = json.dumps(entries).encode()
     name = forge.put_object(data) + ".dir"
     forge.cache_path(name).parent.mkdir(parents=True, exist_ok=True)
     forge.cache_path(name).write_bytes(data)
-    forge.set_out_md5(forgery.ADAPTER_OUT, name, None, None)
+    forge.set_out_md5(ADAPTER_OUT, name, None, None)
     forge.commit(f"listing entry {field} escapes")
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "dvc.binding")
+    assert_caught(result, "dvc.binding")
     detail = result.first_failure["detail"]
     assert "malformed record" in detail and field in detail and name in detail, detail

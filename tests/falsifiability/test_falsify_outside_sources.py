@@ -27,6 +27,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.env import run
+from tests.support.forger import Forge
+from tests.support.gitrepo import git
+from tests.support.verdicts import assert_verified, call_main_in
+from tests.support.verified import DOC, EXTRA_QA, FIRST_QA, copy_repo
+
 pytestmark = pytest.mark.slow
 
 OUTSIDE_FILES = {
@@ -48,15 +54,13 @@ class Built:
 
 
 @pytest.fixture(scope="module")
-def outside_repo(
-    tmp_path_factory: pytest.TempPathFactory, verified_repo: Path, forgery: Any
-) -> Built:
+def outside_repo(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path) -> Built:
     base = tmp_path_factory.mktemp("outside-sources")
     for rel, data in OUTSIDE_FILES.items():
         (base / rel).parent.mkdir(parents=True, exist_ok=True)
         (base / rel).write_bytes(data)
-    built = Built(forgery.copy_repo(verified_repo, base / "repo"), base)
-    doc = built.repo / forgery.DOC / f"{forgery.DOC}.dlm"
+    built = Built(copy_repo(verified_repo, base / "repo"), base)
+    doc = built.repo / DOC / f"{DOC}.dlm"
     text = doc.read_text("utf-8")
     anchor = '      include: ["*.md", "*.txt"]\n'
     assert text.count(anchor) == 1 and text.count("training:\n") == 1
@@ -67,15 +71,13 @@ def outside_repo(
     doc.write_text(text, "utf-8")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOME", str(base / "home"))
-        forgery.run(["dvc", "repro"], built.repo)
-        forgery.run(["dlm-git", "hooks", "install"], built.repo)
-        forgery.git(built.repo, "add", "-A")
-        done = forgery.run(["git", "commit", "-q", "-m", "outside sources"], built.repo)
+        run(["dvc", "repro"], built.repo)
+        run(["dlm-git", "hooks", "install"], built.repo)
+        git(built.repo, "add", "-A")
+        done = run(["git", "commit", "-q", "-m", "outside sources"], built.repo)
     assert "WARN" in done.stderr and "outside the repository" in done.stderr, done.stderr
     assert "ERROR" not in done.stderr, done.stderr
-    relpaths = [
-        f["relpath"] for f in forgery.Forge(built.repo, None).manifest()["sources"]["files"]
-    ]
+    relpaths = [f["relpath"] for f in Forge(built.repo, None).manifest()["sources"]["files"]]
     assert relpaths[1:] == [f"{base}/abs/a.md", "~/notes-home/h.md", "../../shared/s.md"]
     return built
 
@@ -83,17 +85,16 @@ def outside_repo(
 @pytest.fixture
 def oforge(
     outside_repo: Built,
-    forgery: Any,
     tmp_path: Path,
     capfd: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Any:
     """A copy of `outside_repo` (with `../../shared` beside it), HOME set as it was when
     training, for `verify --worktree`."""
-    root = forgery.copy_repo(outside_repo.repo, tmp_path / "repo")
+    root = copy_repo(outside_repo.repo, tmp_path / "repo")
     shutil.copytree(outside_repo.base / "shared", tmp_path / "shared")
     monkeypatch.setenv("HOME", str(outside_repo.base / "home"))
-    return forgery.Forge(root, forgery.call_main_in(root, capfd))
+    return Forge(root, call_main_in(root, capfd))
 
 
 @contextmanager
@@ -136,12 +137,12 @@ def test_honest_commit_cannot_be_verified_and_says_why(oforge: Any, outside_repo
     assert {n for n, s in got.items() if s != "ok"} == {"sources.root", "sections.order"}, why
 
 
-def test_the_work_tree_reads_them(oforge: Any, forgery: Any, outside_repo: Built) -> None:
+def test_the_work_tree_reads_them(oforge: Any, outside_repo: Built) -> None:
     """`verify --worktree` checks this machine's inputs, outside ones included: VERIFIED,
     and FAILED once one of them changes, while the commit's verdict does not move."""
-    forgery.assert_verified(oforge.verify("--worktree", "--doc", forgery.DOC))
+    assert_verified(oforge.verify("--worktree", "--doc", DOC))
     with changed_on_this_machine(outside_repo):
-        result = oforge.verify("--worktree", "--doc", forgery.DOC)
+        result = oforge.verify("--worktree", "--doc", DOC)
         assert_failed_first(result, "sources.root")
         assert f"{outside_repo.base}/abs/a.md" in result.check("sources.root")["detail"]
         assert oforge.verify("HEAD").verdict == "CANNOT_VERIFY"
@@ -160,8 +161,8 @@ def test_a_replay_does_not_train_on_this_machines_files(oforge: Any, outside_rep
 
 
 @pytest.mark.parametrize("change", ["edited", "added", "removed"])
-def test_an_in_repo_source_changed_still_fails(oforge: Any, forgery: Any, change: str) -> None:
-    notes = oforge.root / forgery.DOC / "notes"
+def test_an_in_repo_source_changed_still_fails(oforge: Any, change: str) -> None:
+    notes = oforge.root / DOC / "notes"
     (readme,) = sorted(p for p in notes.iterdir() if p.is_file())
     if change == "edited":
         readme.write_text(readme.read_text() + "\nOne more line.\n")
@@ -176,12 +177,12 @@ def test_an_in_repo_source_changed_still_fails(oforge: Any, forgery: Any, change
     assert "notes/" in result.check("sources.root")["detail"]
 
 
-def test_sections_reordered_still_fail(oforge: Any, forgery: Any) -> None:
+def test_sections_reordered_still_fail(oforge: Any) -> None:
     """Two Q/A pairs swapped, `dlm_sha256` and `lock_sha256` re-bound: the document's own
     section ids are compared even where the outside files' cannot be."""
-    rel = f"{forgery.DOC}/{forgery.DOC}.dlm"
+    rel = f"{DOC}/{DOC}.dlm"
     text = oforge.read(rel).decode()
-    first, second = forgery.FIRST_QA, forgery.EXTRA_QA.strip("\n") + "\n"
+    first, second = FIRST_QA, EXTRA_QA.strip("\n") + "\n"
     swapped = text.replace(first, "\0").replace(second, first).replace("\0", second)
     assert swapped != text
     oforge.rebind_document(swapped)
@@ -192,9 +193,7 @@ def test_sections_reordered_still_fail(oforge: Any, forgery: Any) -> None:
 
 
 @pytest.mark.parametrize("forgery_kind", ["dropped", "renamed-outside", "root"])
-def test_a_record_that_hides_an_in_repo_file_fails(
-    oforge: Any, forgery: Any, forgery_kind: str
-) -> None:
+def test_a_record_that_hides_an_in_repo_file_fails(oforge: Any, forgery_kind: str) -> None:
     """The manifest's file list edited and its Merkle root re-computed (or not): an
     in-repo file left out, or re-named under an outside path it is not under, is `new`;
     a root that is not the list's fails."""

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.support.tensorfiles import flip_ulp, pick_tensor
+from tests.support.verdicts import assert_caught, assert_verified
+from tests.support.verified import WEIGHTS
 
-WEIGHTS = "adapter_model.safetensors"
+pytestmark = pytest.mark.slow
 
 
 def test_clean_replay_is_bitwise(forge: Any) -> None:
@@ -24,21 +26,21 @@ def test_clean_replay_is_bitwise(forge: Any) -> None:
     assert result.check("replay")["ok"] and result.check("replay.versions")["ok"], why
 
 
-def test_consistent_forgery_passes_hash_but_not_replay(forge: Any, forgery: Any) -> None:
+def test_consistent_forgery_passes_hash_but_not_replay(forge: Any) -> None:
     """One weight moved by one ulp; DVC objects, dvc.lock and the manifest's adapter
     record (file sha256, tensor digests, tensor root) all recomputed to match. The hash
     level cannot tell; the replay re-trains and finds different bits."""
     files = forge.adapter_files()
-    tampered = forgery.flip_ulp(files[WEIGHTS])
-    target = forgery.pick_tensor(files[WEIGHTS])
+    tampered = flip_ulp(files[WEIGHTS])
+    target = pick_tensor(files[WEIGHTS])
     forge.store_adapter({**files, WEIGHTS: tampered}, rebind="all")
     forge.commit("consistent forgery")
 
     hash_level = forge.verify("HEAD")
-    forgery.assert_verified(hash_level)
+    assert_verified(hash_level)
 
     replay = forge.verify_cli("HEAD", "--level", "replay")
-    forgery.assert_caught(replay, "replay", verdicts=("MISMATCH",))
+    assert_caught(replay, "replay", verdicts=("MISMATCH",))
     detail = replay.first_failure["detail"]
     assert target in detail, replay.explain()
     assert "bit equality expected" in detail, replay.explain()
@@ -63,7 +65,7 @@ def test_clean_segments_are_bitwise(forge: Any) -> None:
     ids=["unchained", "rechained"],
 )
 def test_forged_segment_boundary(
-    forge: Any, forgery: Any, rechain: bool, check: str, verdict: str, detail: str
+    forge: Any, rechain: bool, check: str, verdict: str, detail: str
 ) -> None:
     """A middle boundary's snapshot changed (one LoRA parameter moved). Unchained: its
     recorded tensors hash no longer matches, and the chain check catches it. Rechained:
@@ -76,13 +78,13 @@ def test_forged_segment_boundary(
     result = forge.verify_cli(
         "HEAD", "--level", "segments", "--sample", str(count - 1), "--seed", "0"
     )
-    forgery.assert_caught(result, check, verdicts=(verdict,))
+    assert_caught(result, check, verdicts=(verdict,))
     assert detail in result.first_failure["detail"], result.explain()
     if rechain:
         assert result.check("segments.chain")["ok"], result.explain()
 
 
-def test_a_rebound_adapter_config_is_caught_by_replay(forge: Any, forgery: Any) -> None:
+def test_a_rebound_adapter_config_is_caught_by_replay(forge: Any) -> None:
     """`adapter_config.json` changed (rsLoRA scaling and an alpha pattern: the loaded
     model's outputs change) with the manifest's file record, the `.dir` listing and
     dvc.lock re-bound. The weights replay bit for bit; the config does not."""
@@ -96,7 +98,7 @@ def test_a_rebound_adapter_config_is_caught_by_replay(forge: Any, forgery: Any) 
     forge.store_adapter({**files, "adapter_config.json": forged}, rebind="files")
     forge.commit("rebound adapter config")
 
-    forgery.assert_verified(forge.verify("HEAD"))
+    assert_verified(forge.verify("HEAD"))
     replay = forge.verify_cli("HEAD", "--level", "replay")
-    forgery.assert_caught(replay, "replay", verdicts=("MISMATCH",))
+    assert_caught(replay, "replay", verdicts=("MISMATCH",))
     assert "adapter_config.json differ" in replay.first_failure["detail"], replay.explain()

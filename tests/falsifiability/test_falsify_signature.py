@@ -17,9 +17,15 @@ from typing import Any
 
 import pytest
 
+from dlm_git.hashing import sha256_bytes
+from tests.support.env import run
+from tests.support.gitrepo import git
+from tests.support.signing import Signed, keygen
+from tests.support.verdicts import caught
+from tests.support.verified import DOC
+
 pytestmark = pytest.mark.slow
 
-DOC = "demo"
 SIG = f"{DOC}/dlm.sig"
 
 
@@ -28,32 +34,8 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path
     """Two key pairs made by `dlm-git keygen`, outside every repository."""
     out = {}
     for name in ("alice", "mallory"):
-        directory = tmp_path_factory.mktemp(f"keys-{name}")
-        proc = subprocess.run(
-            [sys.executable, "-m", "dlm_git", "keygen", "--out", str(directory)],
-            capture_output=True,
-            text=True,
-            cwd=directory,
-        )
-        assert proc.returncode == 0, proc.stderr
-        out[name] = (directory / "dlm-signing-key.pem", directory / "dlm-signing-key.pub.pem")
+        out[name] = keygen(tmp_path_factory.mktemp(f"keys-{name}"))
     return out
-
-
-class Signed:
-    def __init__(self, forge: Any, keys: dict[str, tuple[Path, Path]]) -> None:
-        self.forge = forge
-        self.keys = keys
-
-    def sign(self, who: str = "alice", doc: str = DOC) -> None:
-        result = self.forge._call_main(["sign", "--doc", doc, "--key", str(self.keys[who][0])])
-        assert result.code == 0, result.stderr
-
-    def trust(self, who: str = "alice") -> None:
-        self.forge.git("config", "--add", "dlm-git.trustedKeys", str(self.keys[who][1]))
-
-    def verify(self, *extra: str) -> Any:
-        return self.forge.verify("HEAD", "--require-signature", *extra)
 
 
 @pytest.fixture
@@ -64,14 +46,6 @@ def signed(forge: Any, keys: dict[str, tuple[Path, Path]]) -> Signed:
     s.trust()
     forge.commit("sign demo")
     return s
-
-
-def caught(result: Any, check: str, words: str) -> None:
-    why = result.explain()
-    assert result.code == 1 and result.verdict == "FAILED", why
-    failed = [c for c in result.checks if not c["ok"]]
-    assert check in [c["name"] for c in failed], why
-    assert words in result.check(check)["detail"], why
 
 
 def test_a_signed_commit_verifies_and_the_stock_cli_agrees(signed: Signed) -> None:
@@ -238,27 +212,11 @@ def test_keygen_refuses_a_work_tree_and_never_overwrites(
 # --------------------------------------------------------------------------- the hooks
 
 
-def hook_env() -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["GIT_CONFIG_NOSYSTEM"] = "1"
-    env["GIT_CONFIG_GLOBAL"] = os.devnull
-    for key in ("DLM_GIT_STRICT", "GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE"):
-        env.pop(key, None)
-    return env
-
-
-def sh(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(args), cwd=root, capture_output=True, text=True, env=hook_env())
-
-
 @pytest.fixture
 def hooked(signed: Signed) -> Signed:
     """The signed repository with the hooks installed and signatures required."""
     root = signed.forge.root
-    assert sh(root, sys.executable, "-m", "dlm_git", "hooks", "install").returncode == 0
+    run([sys.executable, "-m", "dlm_git", "hooks", "install"], root)
     signed.forge.git("config", "dlm-git.requireSignature", "true")
     return signed
 
@@ -266,36 +224,38 @@ def hooked(signed: Signed) -> Signed:
 def test_the_pre_commit_hook_refuses_stale_and_untrusted_signatures(hooked: Signed) -> None:
     forge, root = hooked.forge, hooked.forge.root
     lock = forge.lock()
-    lock["seed"] += 1
-    forge.write_lock(lock)  # records changed, dlm.sig not re-made
-    sh(root, "git", "add", "-A")
-    proc = sh(root, "git", "commit", "-q", "-m", "stale signature")
+    # records changed, dlm.sig not re-made; a field no other check ties to the manifest
+    # (the hook runs lock.fields too: a seed the manifest does not record fails there)
+    lock["supersedes"] = sha256_bytes(forge.read(f"{DOC}/dlm.lock"))
+    forge.write_lock(lock)
+    git(root, "add", "-A")
+    proc = run(["git", "commit", "-q", "-m", "stale signature"], root, check=False)
     assert proc.returncode == 1 and "signed other bytes of dlm.lock" in proc.stderr, proc.stderr
     hooked.sign("mallory")
-    sh(root, "git", "add", "-A")
-    proc = sh(root, "git", "commit", "-q", "-m", "untrusted signature")
+    git(root, "add", "-A")
+    proc = run(["git", "commit", "-q", "-m", "untrusted signature"], root, check=False)
     assert proc.returncode == 1 and "is not trusted" in proc.stderr, proc.stderr
     hooked.sign("alice")
-    sh(root, "git", "add", "-A")
-    proc = sh(root, "git", "commit", "-q", "-m", "re-signed")
+    git(root, "add", "-A")
+    proc = run(["git", "commit", "-q", "-m", "re-signed"], root, check=False)
     assert proc.returncode == 0 and "signature" not in proc.stderr, proc.stderr
     (root / DOC / "dlm.sig").unlink()
-    sh(root, "git", "add", "-A")
-    proc = sh(root, "git", "commit", "-q", "-m", "unsigned")
+    git(root, "add", "-A")
+    proc = run(["git", "commit", "-q", "-m", "unsigned"], root, check=False)
     assert proc.returncode == 1 and "no dlm.sig" in proc.stderr, proc.stderr
 
 
 def test_the_pre_push_hook_refuses_an_untrusted_signature(hooked: Signed, tmp_path: Path) -> None:
     forge, root = hooked.forge, hooked.forge.root
     remote = tmp_path / "remote.git"
-    assert sh(tmp_path, "git", "init", "-q", "--bare", str(remote)).returncode == 0
+    git(tmp_path, "init", "-q", "--bare", str(remote))
     forge.git("remote", "add", "origin", str(remote))
     branch = forge.git("rev-parse", "--abbrev-ref", "HEAD").strip()
-    proc = sh(root, "git", "push", "-q", "origin", branch)
+    proc = run(["git", "push", "-q", "origin", branch], root, check=False)
     assert proc.returncode == 0, proc.stderr  # alice's signature, trusted
     hooked.sign("mallory")
     forge.commit("signed by mallory, committed past the hooks")
-    proc = sh(root, "git", "push", "-q", "origin", branch)
+    proc = run(["git", "push", "-q", "origin", branch], root, check=False)
     assert proc.returncode == 1 and "signature.trusted" in proc.stderr, proc.stderr
 
 
@@ -323,9 +283,7 @@ def test_a_policy_file_that_is_no_key_is_reported_never_trusted(
 @pytest.fixture
 def committed_signed(signed: Signed) -> Signed:
     """The signed repository with the hooks installed; signatures not required."""
-    assert (
-        sh(signed.forge.root, sys.executable, "-m", "dlm_git", "hooks", "install").returncode == 0
-    )
+    run([sys.executable, "-m", "dlm_git", "hooks", "install"], signed.forge.root)
     assert "requireSignature" not in signed.forge.git("config", "--list")
     return signed
 
@@ -334,13 +292,13 @@ def retrain(root: Path, prose: str) -> None:
     """Edit the document and re-run the pipeline (a real training, no key configured)."""
     doc = root / DOC / f"{DOC}.dlm"
     doc.write_text(doc.read_text("utf-8") + f"\n{prose}\n", "utf-8")
-    proc = sh(root, sys.executable, "-m", "dvc", "repro")
+    proc = run([sys.executable, "-m", "dvc", "repro"], root, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def commit(root: Path, message: str) -> subprocess.CompletedProcess[str]:
-    assert sh(root, "git", "add", "-A").returncode == 0
-    return sh(root, "git", "commit", "-q", "-m", message)
+    git(root, "add", "-A")
+    return run(["git", "commit", "-q", "-m", message], root, check=False)
 
 
 def refused_for_signature(proc: subprocess.CompletedProcess[str], words: str) -> None:
@@ -384,8 +342,8 @@ def test_a_signature_over_another_document_is_refused_at_commit(committed_signed
     shutil.rmtree(other)
     proc = commit(root, "another document's signature copied in")
     refused_for_signature(proc, f"{DOC}.dlm")
-    assert sh(root, "git", "rm", "-qf", SIG).returncode == 0  # the other fix: remove it
-    proc = sh(root, "git", "commit", "-q", "-m", "signature removed")
+    git(root, "rm", "-qf", SIG)  # the other fix: remove it
+    proc = run(["git", "commit", "-q", "-m", "signature removed"], root, check=False)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -395,13 +353,13 @@ def test_a_stale_signature_staged_alone_is_refused(committed_signed: Signed) -> 
     s, root = committed_signed, committed_signed.forge.root
     old = s.forge.read(SIG)
     retrain(root, "Retrained; the signature goes.")
-    assert sh(root, "git", "rm", "-q", SIG).returncode == 0
+    git(root, "rm", "-q", SIG)
     proc = commit(root, "retrained, signature removed")
     assert proc.returncode == 0, proc.stderr
     s.forge.write(SIG, old)
-    assert sh(root, "git", "add", SIG).returncode == 0
-    assert sh(root, "git", "diff", "--cached", "--name-only").stdout.split() == [SIG]
-    proc = sh(root, "git", "commit", "-q", "-m", "the old signature, alone")
+    git(root, "add", SIG)
+    assert git(root, "diff", "--cached", "--name-only").split() == [SIG]
+    proc = run(["git", "commit", "-q", "-m", "the old signature, alone"], root, check=False)
     refused_for_signature(proc, "signed other bytes of")
 
 
@@ -437,11 +395,11 @@ def test_the_hook_reads_no_key_for_an_unsigned_document(
     and no `cryptography` import, even with trusted keys configured."""
     Signed(forge, keys).trust()
     forge.write(f"{DOC}/README.txt", b"a file beside the document\n")
-    assert sh(forge.root, "git", "add", "-A").returncode == 0
+    git(forge.root, "add", "-A")
 
     def imported() -> set[str]:
         argv = [sys.executable, "-X", "importtime", "-m", "dlm_git.hooks.pre_commit"]
-        proc = sh(forge.root, *argv)
+        proc = run(argv, forge.root, check=False)
         assert proc.returncode == 0, proc.stderr
         lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")]
         return {ln.rsplit("|", 1)[1].strip().split(".")[0] for ln in lines}
@@ -449,5 +407,5 @@ def test_the_hook_reads_no_key_for_an_unsigned_document(
     modules = imported()
     assert "dlm_git" in modules and "cryptography" not in modules, sorted(modules)
     Signed(forge, keys).sign()  # signed: the trusted key is read and the signature checked
-    assert sh(forge.root, "git", "add", "-A").returncode == 0
+    git(forge.root, "add", "-A")
     assert "cryptography" in imported()

@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.verdicts import assert_caught
+from tests.support.verified import DOC
+
 ABSENCE_WORDS = [
     "base builtin:tiny is not available here.md",
     "adapter not available.md",
@@ -28,26 +31,26 @@ def drop_the_cache(forge: Any) -> None:
 
 
 @pytest.mark.parametrize("name", ABSENCE_WORDS)
-def test_a_new_source_named_like_an_absence_is_failed(forge: Any, forgery: Any, name: str) -> None:
-    forge.write(f"{forgery.DOC}/notes/{name}", b"# Added after training\n\nNot trained on.\n")
+def test_a_new_source_named_like_an_absence_is_failed(forge: Any, name: str) -> None:
+    forge.write(f"{DOC}/notes/{name}", b"# Added after training\n\nNot trained on.\n")
     forge.commit("a source added without retraining")
     drop_the_cache(forge)
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "sources.root")
+    assert_caught(result, "sources.root")
     states = {c["name"]: c["state"] for c in result.checks}
     assert states["sources.root"] == "failed" and states["adapter.files"] == "absent"
 
 
-def test_a_source_renamed_to_read_like_an_absence_is_failed(forge: Any, forgery: Any) -> None:
-    notes = forge.root / forgery.DOC / "notes"
+def test_a_source_renamed_to_read_like_an_absence_is_failed(forge: Any) -> None:
+    notes = forge.root / DOC / "notes"
     original = sorted(p for p in notes.iterdir() if p.is_file())[0]
     original.rename(notes / "the base is not available.md")
     forge.commit("a source renamed")
     drop_the_cache(forge)
-    forgery.assert_caught(forge.verify("HEAD"), "sources.root")
+    assert_caught(forge.verify("HEAD"), "sources.root")
 
 
-def test_only_absence_is_cannot_verify(forge: Any, forgery: Any) -> None:
+def test_only_absence_is_cannot_verify(forge: Any) -> None:
     drop_the_cache(forge)
     result = forge.verify("HEAD")
     assert result.code == 1 and result.verdict == "CANNOT_VERIFY", result.explain()
@@ -63,7 +66,7 @@ BAD_LOCKS = {
 }
 
 
-def add_broken_documents(forge: Any, forgery: Any) -> list[str]:
+def add_broken_documents(forge: Any) -> list[str]:
     """Documents beside demo whose dlm.lock does not parse (each its own way)."""
     import json
 
@@ -73,8 +76,8 @@ def add_broken_documents(forge: Any, forgery: Any) -> list[str]:
             lock = forge.lock()
             lock["determinism_flags"]["bits_expected"] = False
             data = json.dumps(lock).encode()
-        forge.write(f"{name}/{name}.dlm", forge.read(f"{forgery.DOC}/{forgery.DOC}.dlm"))
-        forge.write(f"{name}/manifest.json", forge.read(f"{forgery.DOC}/manifest.json"))
+        forge.write(f"{name}/{name}.dlm", forge.read(f"{DOC}/{DOC}.dlm"))
+        forge.write(f"{name}/manifest.json", forge.read(f"{DOC}/manifest.json"))
         forge.write(f"{name}/dlm.lock", data)
         made.append(name)
     forge.commit("documents whose locks do not parse")
@@ -86,22 +89,22 @@ def verdicts(result: Any) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_one_bad_lock_fails_its_document_and_the_replay_goes_on(forge: Any, forgery: Any) -> None:
-    bad = add_broken_documents(forge, forgery)
+def test_one_bad_lock_fails_its_document_and_the_replay_goes_on(forge: Any) -> None:
+    bad = add_broken_documents(forge)
     result = forge.verify_cli("HEAD", "--level", "replay")
     assert result.code == 1, result.explain()
     got = verdicts(result)
-    assert got[forgery.DOC] == "BITWISE", result.explain()
+    assert got[DOC] == "BITWISE", result.explain()
     assert all(got[name] == "FAILED" for name in bad), got
     assert "Traceback" not in result.stderr, result.stderr
 
 
 @pytest.mark.slow
-def test_one_bad_lock_fails_its_document_and_segments_go_on(forge: Any, forgery: Any) -> None:
-    bad = add_broken_documents(forge, forgery)
+def test_one_bad_lock_fails_its_document_and_segments_go_on(forge: Any) -> None:
+    bad = add_broken_documents(forge)
     result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert result.code == 1, result.explain()
     got = verdicts(result)
-    assert got[forgery.DOC] == "SEGMENTS_BITWISE", result.explain()
+    assert got[DOC] == "SEGMENTS_BITWISE", result.explain()
     assert all(got[name] == "FAILED" for name in bad), got
     assert "Traceback" not in result.stderr, result.stderr

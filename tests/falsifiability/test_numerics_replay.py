@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from dlm_git import numerics
+from dlm_git.numerics import probe, table
+from tests.support.env import run
+from tests.support.verdicts import assert_verified
 
 pytestmark = pytest.mark.skipif(
-    numerics._machine() != "x86_64"
-    or numerics.cannot_run(numerics.PROFILES[numerics.X86_64_V3]) is not None,
+    probe.machine() != "x86_64" or probe.cannot_run(table.PROFILES[table.X86_64_V3]) is not None,
     reason="needs an x86-64 CPU with AVX2",
 )
 
@@ -73,13 +74,13 @@ def legacy(forge: Any) -> None:
 
 @pytest.mark.slow
 def test_no_expected_bits_and_nothing_to_compare_is_cannot_verify_not_mismatch(
-    forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
+    forge: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The false accusation of issue 12: a record whose kernel path this machine does not
     take, replayed with the recorded adapter absent from the DVC cache; without the
     auditor's --tolerance, and with it."""
     legacy(forge)
-    forgery.assert_verified(forge.verify("HEAD"))
+    assert_verified(forge.verify("HEAD"))
     shutil.rmtree(forge.root / ".dvc" / "cache")
     foreign(monkeypatch, {"MKL_CBWR": "COMPATIBLE"})
     result = forge.verify_cli("HEAD", "--level", "replay")
@@ -94,13 +95,13 @@ def test_no_expected_bits_and_nothing_to_compare_is_cannot_verify_not_mismatch(
 
 @pytest.mark.slow
 def test_the_same_record_replays_bitwise_once_its_kernels_are_pinned(
-    forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
+    forge: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The legacy record names ATen's capability (AVX2), which the replay pins; with MKL
     and oneDNN on their AVX2 paths too the recorded bits come back."""
     legacy(forge)
     shutil.rmtree(forge.root / ".dvc" / "cache")
-    pins = dict(numerics.PROFILES["x86-64-v3"].pins)
+    pins = dict(table.PROFILES["x86-64-v3"].pins)
     foreign(monkeypatch, {**pins, "ATEN_CPU_CAPABILITY": "default"})  # ATen: recorded AVX2
     result = forge.verify_cli("HEAD", "--level", "replay")
     assert result.code == 0 and result.verdict == "BITWISE", result.explain()
@@ -198,18 +199,44 @@ def test_cuda_recorded_on_a_machine_without_cuda_names_what_would_verify_it(forg
 
 @pytest.mark.slow
 def test_a_replay_under_another_profile_runs_in_a_child_process(
-    forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
+    forge: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """This test process runs torch under the portable pins (tests/conftest.py). A record
     trained under `native` on a no-SIMD ATen path needs other kernels: the in-process
     replay must train in a fresh interpreter that pins them, and reproduce the bits."""
+    commit_trained_on_another_path(forge, monkeypatch)
+    result = forge.verify("HEAD", "--level", "replay")  # in-process
+    assert result.code == 0 and result.verdict == "BITWISE", result.explain()
+
+
+@pytest.mark.slow
+def test_a_segment_replay_under_another_profile_runs_in_a_child_process(
+    forge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for segments: the in-process check hands the document's report to a
+    fresh interpreter that pins the recorded kernels (`python -m dlm_git.verify.segments`),
+    which replays the sampled segment bit for bit and answers with the whole report."""
+    commit_trained_on_another_path(forge, monkeypatch)
+    result = forge.verify("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    assert result.code == 0 and result.verdict == "SEGMENTS_BITWISE", result.explain()
+    names = [c["name"] for c in result.doc["checks"]]
+    assert names.count("segments.chain") == 1 and names.count("segments.replay") == 1, names
+    assert any(not n.startswith("segments.") for n in names), "the hash level's checks stay"
+    assert any("replaying segments [" in n for n in result.doc["notes"]), result.explain()
+
+
+def commit_trained_on_another_path(forge: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retrain the record under `native` on the no-SIMD ATen path and commit it; and make
+    sure torch runs in this process under the portable pins (whatever ran before), so
+    that a replay of the record here cannot pin its kernels in-process."""
+    import torch
+
+    torch.zeros(1).sum()
     params = forge.read("params.yaml").decode("utf-8")
     forge.write("params.yaml", params.replace("numerics: auto", "numerics: native").encode())
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
-    forgery.run(["dvc", "repro"], forge.root)
+    run(["dvc", "repro"], forge.root)
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
     forge.commit("trained under native on the no-SIMD path")
     flags = forge.lock()["determinism_flags"]
     assert flags["numerics"] == "native" and flags["cpu_capability"] == "DEFAULT", flags
-    result = forge.verify("HEAD", "--level", "replay")  # in-process
-    assert result.code == 0 and result.verdict == "BITWISE", result.explain()

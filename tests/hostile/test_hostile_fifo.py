@@ -16,22 +16,24 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
-from hostile_helpers import Run, dlm_git, run
+
+from tests.support.cli import Run, dlm_git, run_cmd
+from tests.support.gitrepo import commit_all, git
+from tests.support.signing import keygen
+from tests.support.verified import DOC, copy_repo
 
 pytestmark = pytest.mark.slow
 
-DOC = "demo"
 TIMEOUT = 120
 """Seconds a command may take here; the honest ones take a few."""
 
 
 @pytest.fixture
-def repo(tmp_path: Path, verified_repo: Path, forgery: ModuleType) -> Path:
-    return Path(forgery.copy_repo(verified_repo, tmp_path / "repo"))
+def repo(tmp_path: Path, verified_repo: Path) -> Path:
+    return Path(copy_repo(verified_repo, tmp_path / "repo"))
 
 
 def adapter_objects(repo: Path) -> dict[str, Path]:
@@ -92,13 +94,13 @@ def test_fsck_repair_moves_a_fifo_aside(repo: Path) -> None:
     assert not fifo.exists() and (repo / repairs[0]["quarantine"]).is_fifo()
 
 
-def test_the_pre_commit_hook_names_a_fifo_in_the_dvc_cache(repo: Path, forgery: ModuleType) -> None:
+def test_the_pre_commit_hook_names_a_fifo_in_the_dvc_cache(repo: Path) -> None:
     fifo = make_fifo(adapter_objects(repo)["weights"])
     with open(repo / DOC / "notes" / "README.md", "a", encoding="utf-8") as fh:
         fh.write("\nA staged source: the hook checks the document's adapter.\n")
-    forgery.git(repo, "add", f"{DOC}/notes/README.md")
+    git(repo, "add", f"{DOC}/notes/README.md")
     try:
-        result = run([sys.executable, "-m", "dlm_git.hooks.pre_commit"], repo, timeout=TIMEOUT)
+        result = run_cmd([sys.executable, "-m", "dlm_git.hooks.pre_commit"], repo, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the pre-commit hook hung on a FIFO (killed after {TIMEOUT} s)")
     result.one_line_error(1, str(fifo), "FIFO")
@@ -107,16 +109,7 @@ def test_the_pre_commit_hook_names_a_fifo_in_the_dvc_cache(repo: Path, forgery: 
 @pytest.fixture(scope="module")
 def key_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A key pair made by `dlm-git keygen`, outside every repository."""
-    out = tmp_path_factory.mktemp("keys")
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlm_git", "keygen", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=out,
-        timeout=TIMEOUT,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return out / "dlm-signing-key.pem", out / "dlm-signing-key.pub.pem"
+    return keygen(tmp_path_factory.mktemp("keys"), timeout=TIMEOUT)
 
 
 def test_sign_names_a_fifo_given_as_the_key(repo: Path, tmp_path: Path) -> None:
@@ -125,30 +118,28 @@ def test_sign_names_a_fifo_given_as_the_key(repo: Path, tmp_path: Path) -> None:
     assert not (repo / DOC / "dlm.sig").exists()
 
 
-def test_sign_names_a_fifo_configured_as_the_key(
-    repo: Path, tmp_path: Path, forgery: ModuleType
-) -> None:
+def test_sign_names_a_fifo_configured_as_the_key(repo: Path, tmp_path: Path) -> None:
     fifo = make_fifo(tmp_path / "configured.pem")
-    forgery.git(repo, "config", "dlm-git.signingKey", str(fifo))
+    git(repo, "config", "dlm-git.signingKey", str(fifo))
     bounded(repo, "sign", "--doc", DOC).one_line_error(1, str(fifo), "FIFO")
 
 
 @pytest.mark.parametrize("where", ["absolute", "in-work-tree"])
 def test_verify_require_signature_names_a_fifo_trusted_key(
-    repo: Path, tmp_path: Path, forgery: ModuleType, key_pair: tuple[Path, Path], where: str
+    repo: Path, tmp_path: Path, key_pair: tuple[Path, Path], where: str
 ) -> None:
     private, public = key_pair
     signed = bounded(repo, "sign", "--doc", DOC, "--key", str(private))
     assert signed.code == 0, signed.stderr
-    forgery.commit_all(repo, "sign demo")
-    forgery.git(repo, "config", "--add", "dlm-git.trustedKeys", str(public))
+    commit_all(repo, "sign demo")
+    git(repo, "config", "--add", "dlm-git.trustedKeys", str(public))
     if where == "absolute":
         fifo = make_fifo(tmp_path / "trusted.pem")
         value = str(fifo)
     else:  # a relative path is taken from the work tree's root
         fifo = make_fifo(repo / "trusted-local.pem")
         value = "trusted-local.pem"
-    forgery.git(repo, "config", "--add", "dlm-git.trustedKeys", value)
+    git(repo, "config", "--add", "dlm-git.trustedKeys", value)
     result = bounded(repo, "verify", "HEAD", "--require-signature")
     result.one_line_error(2, "dlm-git.trustedKeys", value, "FIFO")
 

@@ -12,7 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_helpers import dlm_git, hook
+
+from tests.support.cli import dlm_git, hook
+from tests.support.env import subprocess_env
+from tests.support.verdicts import assert_caught
+from tests.support.verified import ADAPTER_OUT, DOC
 
 pytestmark = pytest.mark.slow
 
@@ -138,7 +142,7 @@ def test_malformed_dvc_lock_fails_verify(forge: Any, case: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["not_json", "not_a_list", "deep", "duplicate", "bad_entry"])
-def test_corrupt_dir_listing_fails_verify(forge: Any, forgery: Any, case: str) -> None:
+def test_corrupt_dir_listing_fails_verify(forge: Any, case: str) -> None:
     """The `.dir` object dvc.lock names is in the cache but is not a listing."""
     good = forge.listing(forge.out_md5())
     entries = [{"md5": m, "relpath": r} for r, m in sorted(good.items())]
@@ -151,7 +155,7 @@ def test_corrupt_dir_listing_fails_verify(forge: Any, forgery: Any, case: str) -
     }[case]
     name = forge.put_object(data) + ".dir"
     forge.cache_path(name).write_bytes(data)
-    forge.set_out_md5(forgery.ADAPTER_OUT, name, None, None)
+    forge.set_out_md5(ADAPTER_OUT, name, None, None)
     forge.commit(f"corrupt listing {case}")
     doc = verify_json(forge)
     assert doc["verdict"] == "FAILED", doc
@@ -159,10 +163,10 @@ def test_corrupt_dir_listing_fails_verify(forge: Any, forgery: Any, case: str) -
     assert bad["name"] == "dvc.binding" and name in bad["detail"], bad
 
 
-def test_a_corrupt_segments_listing_fails_the_segments_level(forge: Any, forgery: Any) -> None:
+def test_a_corrupt_segments_listing_fails_the_segments_level(forge: Any) -> None:
     """The hash level does not read segments/; the segments level must not call a
     malformed listing "absent" (CANNOT_VERIFY) either."""
-    segments = f"{forgery.DOC}/segments"
+    segments = f"{DOC}/segments"
     good = forge.listing(forge.out_md5(segments))
     name = forge.put_listing({**good, "../escape.json": next(iter(good.values()))})
     forge.set_out_md5(segments, name, None, None)
@@ -172,16 +176,16 @@ def test_a_corrupt_segments_listing_fails_the_segments_level(forge: Any, forgery
     assert "malformed record" in result.check("segments.chain")["detail"], result.explain()
 
 
-def test_absent_listing_stays_cannot_verify(forge: Any, forgery: Any) -> None:
-    forge.set_out_md5(forgery.ADAPTER_OUT, "0" * 32 + ".dir", None, None)
+def test_absent_listing_stays_cannot_verify(forge: Any) -> None:
+    forge.set_out_md5(ADAPTER_OUT, "0" * 32 + ".dir", None, None)
     forge.commit("adapter not in this cache")
     doc = verify_json(forge)
     assert doc["verdict"] == "CANNOT_VERIFY", doc
 
 
 @pytest.mark.parametrize("what", ["manifest", "lock"])
-def test_deep_json_records_fail_verify(forge: Any, forgery: Any, what: str) -> None:
-    rel = f"{forgery.DOC}/{'manifest.json' if what == 'manifest' else 'dlm.lock'}"
+def test_deep_json_records_fail_verify(forge: Any, what: str) -> None:
+    rel = f"{DOC}/{'manifest.json' if what == 'manifest' else 'dlm.lock'}"
     commit_file(forge, rel, b"[" * DEEP + b"]" * DEEP)
     doc = verify_json(forge)
     assert first_failure(doc)["name"] == f"{what}.parse", doc
@@ -220,7 +224,7 @@ def test_pre_commit_on_hostile_staged_files(forge: Any, case: str) -> None:
 
 
 def test_path_injected_md5_reads_nothing_outside(
-    forge: Any, forgery: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    forge: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """dvc.lock's adapter md5 is `ab/<absolute path>`: verify (in-process, under an
     audit hook that records every file opened) fails and never opens that path."""
@@ -229,7 +233,7 @@ def test_path_injected_md5_reads_nothing_outside(
     listing = forge.listing(forge.out_md5())
     target = outside / "adapter.dir"
     target.write_text(json.dumps([{"md5": m, "relpath": r} for r, m in listing.items()]))
-    forge.set_out_md5(forgery.ADAPTER_OUT, "ab" + str(target), None, None)
+    forge.set_out_md5(ADAPTER_OUT, "ab" + str(target), None, None)
     forge.commit("md5 with a path")
     opened: list[str] = []
     recording = [True]
@@ -243,41 +247,41 @@ def test_path_injected_md5_reads_nothing_outside(
         result = forge.verify("HEAD")
     finally:
         recording[0] = False
-    forgery.assert_caught(result, "dvc.binding")
+    assert_caught(result, "dvc.binding")
     assert "Traceback" not in result.stderr
     assert opened, "the audit hook saw no open at all"
     assert not [p for p in opened if p.startswith(str(outside))], opened
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
-def test_corrupt_tokens_are_retokenized(forge: Any, forgery: Any, damage: str) -> None:
+def test_corrupt_tokens_are_retokenized(forge: Any, damage: str) -> None:
     """A corrupt `tokens/tokens.safetensors` is not a crash: train tokenizes afresh and
     trains the same adapter (same inputs, class strong, same setup as the pipeline)."""
-    rel = f"{forgery.DOC}/tokens/tokens.safetensors"
+    rel = f"{DOC}/tokens/tokens.safetensors"
     blob = forge.read(rel)
     forge.write(rel, b"\x00garbage" * 64 if damage == "garbage" else blob[: len(blob) // 2])
     before = forge.manifest()["adapter"]["files"]
     result = dlm_git(
         forge.root,
-        *("train", forgery.DOC, "--tiny-dir", "bases/tiny", "--quiet"),
+        *("train", DOC, "--tiny-dir", "bases/tiny", "--quiet"),
         *("--device", "cpu", "--threads", "2"),
     )
     assert result.code == 0 and "Traceback" not in result.stderr, result.stderr
     assert forge.manifest()["adapter"]["files"] == before
 
 
-def test_a_full_disk_is_one_line_and_leaves_the_outputs_intact(forge: Any, forgery: Any) -> None:
+def test_a_full_disk_is_one_line_and_leaves_the_outputs_intact(forge: Any) -> None:
     """The file-size limit stands in for a full disk: writing the new adapter fails with
     EFBIG. One line naming the file, exit 1, and every recorded output as it was."""
     import resource
     import signal
     import subprocess
 
-    doc_dir = forge.root / forgery.DOC
+    doc_dir = forge.root / DOC
     before = {p.name: p.read_bytes() for p in doc_dir.iterdir() if p.is_file()}
     before_adapter = (doc_dir / "adapter" / "adapter_model.safetensors").read_bytes()
-    text = (doc_dir / f"{forgery.DOC}.dlm").read_text("utf-8")
-    (doc_dir / f"{forgery.DOC}.dlm").write_text(text + "\nOne more paragraph.\n", "utf-8")
+    text = (doc_dir / f"{DOC}.dlm").read_text("utf-8")
+    (doc_dir / f"{DOC}.dlm").write_text(text + "\nOne more paragraph.\n", "utf-8")
 
     def limit_file_size() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() fails with EFBIG instead
@@ -286,7 +290,7 @@ def test_a_full_disk_is_one_line_and_leaves_the_outputs_intact(forge: Any, forge
     proc = subprocess.run(
         [sys.executable, "-m", "dlm_git", "train", str(doc_dir), "-q", "--device", "cpu"],
         cwd=forge.root,
-        env=forgery.venv_env(),
+        env=subprocess_env(),
         capture_output=True,
         text=True,
         preexec_fn=limit_file_size,
@@ -296,6 +300,6 @@ def test_a_full_disk_is_one_line_and_leaves_the_outputs_intact(forge: Any, forge
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "File too large" in lines[0], lines
     after = {p.name: p.read_bytes() for p in doc_dir.iterdir() if p.is_file()}
-    changed = {n for n in before if before[n] != after.get(n)} - {f"{forgery.DOC}.dlm"}
+    changed = {n for n in before if before[n] != after.get(n)} - {f"{DOC}.dlm"}
     assert not changed, f"outputs changed by a failed train: {changed}"
     assert (doc_dir / "adapter" / "adapter_model.safetensors").read_bytes() == before_adapter

@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
-from hostile_helpers import dlm_git
+
+from tests.support.cli import dlm_git
+from tests.support.gitrepo import git
+from tests.support.verified import DOC, copy_repo
 
 pytestmark = pytest.mark.slow
 
-DOC = "demo"
 STATE = Path(".git") / "dlm-git"
 VARIANTS = ("absolute", "relative", "linked")
 """How the commit points the DVC cache outside: `cache.dir` as an absolute path, as a
@@ -29,22 +30,22 @@ path relative to `.dvc/` that climbs out, or a committed `.dvc/cache` link."""
 
 
 @pytest.fixture
-def repo(tmp_path: Path, verified_repo: Path, forgery: ModuleType) -> Path:
-    return Path(forgery.copy_repo(verified_repo, tmp_path / "repo"))
+def repo(tmp_path: Path, verified_repo: Path) -> Path:
+    return Path(copy_repo(verified_repo, tmp_path / "repo"))
 
 
-def point_cache_outside(repo: Path, forgery: ModuleType, outside: Path, how: str) -> None:
+def point_cache_outside(repo: Path, outside: Path, how: str) -> None:
     """Move the DVC cache to `outside` and commit what makes DVC (and dlm-git) use it."""
     shutil.move(repo / ".dvc" / "cache", outside)
     if how == "linked":
         (repo / ".dvc" / "cache").symlink_to(outside, target_is_directory=True)
-        forgery.git(repo, "add", "-f", ".dvc/cache")
+        git(repo, "add", "-f", ".dvc/cache")
     else:
         where = str(outside) if how == "absolute" else f"../../{outside.name}"
         with open(repo / ".dvc" / "config", "a", encoding="utf-8") as fh:
             fh.write(f"[cache]\n    dir = {where}\n")
-        forgery.git(repo, "add", ".dvc/config")
-    forgery.git(repo, "commit", "-q", "--no-verify", "-m", "the DVC cache is elsewhere")
+        git(repo, "add", ".dvc/config")
+    git(repo, "commit", "-q", "--no-verify", "-m", "the DVC cache is elsewhere")
 
 
 def corrupt_weights(repo: Path) -> tuple[Path, bytes]:
@@ -63,12 +64,10 @@ def corrupt_weights(repo: Path) -> tuple[Path, bytes]:
 
 
 @pytest.fixture(params=VARIANTS)
-def outside_cache(
-    request: pytest.FixtureRequest, repo: Path, tmp_path: Path, forgery: ModuleType
-) -> tuple[Path, bytes]:
+def outside_cache(request: pytest.FixtureRequest, repo: Path, tmp_path: Path) -> tuple[Path, bytes]:
     """The repository with its committed config pointing the DVC cache outside it, and a
     corrupted object there: (its path, its bytes)."""
-    point_cache_outside(repo, forgery, tmp_path / "outside-cache", request.param)
+    point_cache_outside(repo, tmp_path / "outside-cache", request.param)
     path, data = corrupt_weights(repo)
     assert not path.resolve().is_relative_to(repo.resolve())
     return path, data
@@ -107,9 +106,7 @@ def test_repair_moves_files_there_once_confirmed(
 
 
 @pytest.mark.parametrize("how", ["absolute", "relative"])
-def test_the_auditors_own_config_local_confirms_it(
-    repo: Path, tmp_path: Path, forgery: ModuleType, how: str
-) -> None:
+def test_the_auditors_own_config_local_confirms_it(repo: Path, tmp_path: Path, how: str) -> None:
     outside = tmp_path / "my-cache"
     shutil.move(repo / ".dvc" / "cache", outside)
     where = str(outside) if how == "absolute" else f"../../{outside.name}"

@@ -19,23 +19,24 @@ import os
 import shutil
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
-from hostile_helpers import dlm_git, hook
+
+from tests.support.cli import dlm_git, hook
+from tests.support.gitrepo import git
+from tests.support.verified import DOC, copy_repo
 
 pytestmark = pytest.mark.slow
 
-DOC = "demo"
 STATE = Path(".git") / "dlm-git"
 LINKS = (".dlm-git", ".dlm-git/quarantine", ".dlm-git/token-cache")
 """What a commit links outside the repository."""
 
 
 @pytest.fixture
-def repo(tmp_path: Path, verified_repo: Path, forgery: ModuleType) -> Path:
-    return Path(forgery.copy_repo(verified_repo, tmp_path / "repo"))
+def repo(tmp_path: Path, verified_repo: Path) -> Path:
+    return Path(copy_repo(verified_repo, tmp_path / "repo"))
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def outside(tmp_path: Path) -> Path:
     return path
 
 
-def carry_link(repo: Path, forgery: ModuleType, rel: str, target: Path) -> None:
+def carry_link(repo: Path, rel: str, target: Path) -> None:
     """Commit `rel` as a symbolic link to `target` (what a pulled commit checks out), and
     start from no machine-local state at all, so that what is there after a command is
     what that command wrote."""
@@ -58,8 +59,8 @@ def carry_link(repo: Path, forgery: ModuleType, rel: str, target: Path) -> None:
         shutil.rmtree(link)
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(target, target_is_directory=True)
-    forgery.git(repo, "add", "-f", rel)
-    forgery.git(repo, "commit", "-q", "--no-verify", "-m", f"carry {rel}")
+    git(repo, "add", "-f", rel)
+    git(repo, "commit", "-q", "--no-verify", "-m", f"carry {rel}")
 
 
 def assert_untouched(outside: Path, repo: Path, rel: str) -> None:
@@ -93,10 +94,8 @@ def corrupt(path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("rel", LINKS)
-def test_fsck_records_in_the_git_dir(
-    repo: Path, outside: Path, forgery: ModuleType, rel: str
-) -> None:
-    carry_link(repo, forgery, rel, outside)
+def test_fsck_records_in_the_git_dir(repo: Path, outside: Path, rel: str) -> None:
+    carry_link(repo, rel, outside)
     time.sleep(1.2)  # past fsck's racy window: the copied files' stat gets recorded
     result = dlm_git(repo, "fsck")
     assert result.code == 0, result.stdout + result.stderr
@@ -105,10 +104,8 @@ def test_fsck_records_in_the_git_dir(
 
 
 @pytest.mark.parametrize("rel", LINKS)
-def test_fsck_repair_quarantines_in_the_git_dir(
-    repo: Path, outside: Path, forgery: ModuleType, rel: str
-) -> None:
-    carry_link(repo, forgery, rel, outside)
+def test_fsck_repair_quarantines_in_the_git_dir(repo: Path, outside: Path, rel: str) -> None:
+    carry_link(repo, rel, outside)
     bad = corrupt(weights_object(repo))
     result = dlm_git(repo, "fsck", "--repair", "--json")
     assert "Traceback" not in result.stderr, result.stderr
@@ -121,10 +118,8 @@ def test_fsck_repair_quarantines_in_the_git_dir(
 
 
 @pytest.mark.parametrize("rel", LINKS)
-def test_tokenize_caches_in_the_git_dir(
-    repo: Path, outside: Path, forgery: ModuleType, rel: str
-) -> None:
-    carry_link(repo, forgery, rel, outside)
+def test_tokenize_caches_in_the_git_dir(repo: Path, outside: Path, rel: str) -> None:
+    carry_link(repo, rel, outside)
     result = dlm_git(repo, "tokenize", DOC, "--json")
     assert result.code == 0, result.stderr
     assert_untouched(outside, repo, rel)
@@ -133,8 +128,8 @@ def test_tokenize_caches_in_the_git_dir(
     assert list((repo / STATE / "token-cache" / "packs").iterdir())
 
 
-def test_train_caches_in_the_git_dir(repo: Path, outside: Path, forgery: ModuleType) -> None:
-    carry_link(repo, forgery, ".dlm-git/token-cache", outside)
+def test_train_caches_in_the_git_dir(repo: Path, outside: Path) -> None:
+    carry_link(repo, ".dlm-git/token-cache", outside)
     shutil.rmtree(repo / DOC / "tokens")  # else train reuses them, reading no cache
     result = dlm_git(repo, "train", DOC)
     assert result.code == 0, result.stderr
@@ -142,21 +137,20 @@ def test_train_caches_in_the_git_dir(repo: Path, outside: Path, forgery: ModuleT
     assert list((repo / STATE / "token-cache" / "packs").iterdir())
 
 
-def test_pre_commit_hook_keeps_its_hash_cache_in_the_git_dir(
-    repo: Path, outside: Path, forgery: ModuleType
-) -> None:
-    carry_link(repo, forgery, ".dlm-git", outside)
+def test_pre_commit_hook_keeps_its_hash_cache_in_the_git_dir(repo: Path, outside: Path) -> None:
+    carry_link(repo, ".dlm-git", outside)
     with open(repo / DOC / "notes" / "README.md", "a", encoding="utf-8") as fh:
         fh.write("\nA staged source: the hook checks the document, its adapter included.\n")
-    forgery.git(repo, "add", f"{DOC}/notes/README.md")
+    git(repo, "add", f"{DOC}/notes/README.md")
+    time.sleep(1.2)  # past the hash cache's racy window: the copied adapter's hash is recorded
     result = hook(repo, "pre_commit")
     assert "Traceback" not in result.stderr, result.stderr
     assert_untouched(outside, repo, ".dlm-git")
     assert (repo / STATE / "hash-cache.json").is_file()
 
 
-def test_verify_remembers_in_the_git_dir(repo: Path, outside: Path, forgery: ModuleType) -> None:
-    carry_link(repo, forgery, ".dlm-git", outside)
+def test_verify_remembers_in_the_git_dir(repo: Path, outside: Path) -> None:
+    carry_link(repo, ".dlm-git", outside)
     result = dlm_git(repo, "verify", "HEAD")
     assert result.code == 0, result.stdout + result.stderr
     assert_untouched(outside, repo, ".dlm-git")
@@ -211,14 +205,14 @@ def test_an_older_token_cache_is_moved_into_the_git_dir(repo: Path) -> None:
     assert sorted(p.name for p in (repo / STATE / "token-cache" / "packs").iterdir()) == packs
 
 
-def test_a_token_cache_a_commit_brought_is_never_adopted(repo: Path, forgery: ModuleType) -> None:
+def test_a_token_cache_a_commit_brought_is_never_adopted(repo: Path) -> None:
     old = _legacy_token_cache(repo)
-    forgery.git(repo, "add", "-f", ".dlm-git")
-    forgery.git(repo, "commit", "-q", "--no-verify", "-m", "a commit carries a token cache")
+    git(repo, "add", "-f", ".dlm-git")
+    git(repo, "commit", "-q", "--no-verify", "-m", "a commit carries a token cache")
     result = dlm_git(repo, "tokenize", DOC, "--json")
     assert result.code == 0, result.stderr
     cache = json.loads(result.stdout)["cache"]
     assert cache["path"] == str(repo / STATE / "token-cache")
     assert cache["hits"] == 0 and cache["misses"] == cache["total_rows"] > 0, cache
     assert list((old / "packs").iterdir())
-    assert forgery.git(repo, "status", "--porcelain", "--", ".dlm-git") == ""
+    assert git(repo, "status", "--porcelain", "--", ".dlm-git") == ""

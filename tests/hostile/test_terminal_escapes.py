@@ -16,15 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
-from hostile_helpers import (
-    ESCAPE_NAMES,
-    ESCAPES,
-    Run,
-    assert_inert,
-    dlm_git,
-    escaped,
-    hook,
-)
+
+from tests.support.cli import Run, dlm_git, hook
+from tests.support.gitrepo import commit_all, git
+from tests.support.hostile import ESCAPE_NAMES, ESCAPES, assert_inert, escaped
+from tests.support.verified import DOC, copy_repo
 
 pytestmark = pytest.mark.slow
 
@@ -51,30 +47,26 @@ def lines_with(text: str, needle: str) -> list[str]:
     return [line for line in text.split("\n") if needle in line]
 
 
-def copy(repo: Path, forgery: Any, tmp_path: Path) -> Path:
-    return forgery.copy_repo(repo, tmp_path / "repo")  # type: ignore[no-any-return]
+def copy(repo: Path, tmp_path: Path) -> Path:
+    return copy_repo(repo, tmp_path / "repo")  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- file names
 
 
-def test_show_prints_escape_names_escaped(
-    hostile_names_repo: Path, forgery: Any, tmp_path: Path
-) -> None:
-    root = copy(hostile_names_repo, forgery, tmp_path)
-    shown = inert(dlm_git(root, "show", forgery.DOC), 0).stdout
+def test_show_prints_escape_names_escaped(hostile_names_repo: Path, tmp_path: Path) -> None:
+    root = copy(hostile_names_repo, tmp_path)
+    shown = inert(dlm_git(root, "show", DOC), 0).stdout
     for name in ESCAPE_NAMES:
         (line,) = lines_with(shown, f"notes/{escaped(name)}")
         assert line.startswith("  ") and "source" in line, line
-    report = json.loads(inert(dlm_git(root, "show", forgery.DOC, "--json"), 0).stdout)
+    report = json.loads(inert(dlm_git(root, "show", DOC, "--json"), 0).stdout)
     files = {f["relpath"] for f in report["sources"]["files"]}
     assert {f"notes/{name}" for name in ESCAPE_NAMES} <= files, sorted(files)
 
 
-def test_diff_prints_added_escape_names_escaped(
-    hostile_names_repo: Path, forgery: Any, tmp_path: Path
-) -> None:
-    root = copy(hostile_names_repo, forgery, tmp_path)
+def test_diff_prints_added_escape_names_escaped(hostile_names_repo: Path, tmp_path: Path) -> None:
+    root = copy(hostile_names_repo, tmp_path)
     text = inert(dlm_git(root, "diff", "HEAD~1", "HEAD"), 0).stdout
     for name in ESCAPE_NAMES:
         assert lines_with(text, f"  source   + notes/{escaped(name)}"), text
@@ -92,21 +84,21 @@ def _find_strings(obj: Any) -> list[str]:
     return []
 
 
-def _stale_source_commit(root: Path, forgery: Any) -> tuple[str, str]:
+def _stale_source_commit(root: Path) -> tuple[str, str]:
     """Edit the escape-named sources after training and commit them (no hook): verify
     fails at the sources check, whose detail names the changed files."""
     for name in ESCAPE_NAMES[:4]:
-        (root / forgery.DOC / "notes" / name).write_text("edited after training\n", "utf-8")
-    forgery.commit_all(root, "stale sources")
-    return forgery.git(root, "rev-parse", "HEAD").strip(), ESCAPE_NAMES[0]
+        (root / DOC / "notes" / name).write_text("edited after training\n", "utf-8")
+    commit_all(root, "stale sources")
+    return git(root, "rev-parse", "HEAD").strip(), ESCAPE_NAMES[0]
 
 
 @pytest.mark.parametrize("level", ["hash", "replay", "segments"])
 def test_verify_prints_a_failed_detail_escaped(
-    hostile_names_repo: Path, forgery: Any, tmp_path: Path, level: str
+    hostile_names_repo: Path, tmp_path: Path, level: str
 ) -> None:
-    root = copy(hostile_names_repo, forgery, tmp_path)
-    _, name = _stale_source_commit(root, forgery)
+    root = copy(hostile_names_repo, tmp_path)
+    _, name = _stale_source_commit(root)
     result = inert(dlm_git(root, "verify", "HEAD", "--level", level, timeout=600), 1)
     (line,) = lines_with(result.stdout, "sources.root")
     assert "FAIL" in line and escaped(f"notes/{name}") in line, result.stdout
@@ -119,18 +111,16 @@ def test_verify_prints_a_failed_detail_escaped(
         assert f"notes/{name}" in check["detail"], check
 
 
-def test_pre_push_prints_a_failed_detail_escaped(
-    hostile_names_repo: Path, forgery: Any, tmp_path: Path
-) -> None:
-    root = copy(hostile_names_repo, forgery, tmp_path)
-    sha, name = _stale_source_commit(root, forgery)
+def test_pre_push_prints_a_failed_detail_escaped(hostile_names_repo: Path, tmp_path: Path) -> None:
+    root = copy(hostile_names_repo, tmp_path)
+    sha, name = _stale_source_commit(root)
     pushed = inert(hook(root, "pre_push", f"refs/heads/main {sha} refs/heads/main {ZERO}\n"), 1)
-    (line,) = lines_with(pushed.stderr, f"{forgery.DOC}@{sha[:12]}")
+    (line,) = lines_with(pushed.stderr, f"{DOC}@{sha[:12]}")
     assert "ERROR" in line and escaped(f"notes/{name}") in line, pushed.stderr
     assert pushed.stderr.endswith("push refused\n"), pushed.stderr
 
 
-def test_pre_commit_prints_escape_names_escaped(forge: Any, forgery: Any) -> None:
+def test_pre_commit_prints_escape_names_escaped(forge: Any) -> None:
     """A staged params.yaml that lists directories named with escapes, and a staged
     `.dlm` in another: every finding is one line, with the names escaped."""
     listed = f"listed{EVERY}"
@@ -138,7 +128,7 @@ def test_pre_commit_prints_escape_names_escaped(forge: Any, forgery: Any) -> Non
     params["documents"] = [*params["documents"], listed]
     forge.write("params.yaml", yaml.safe_dump(params).encode())
     stray = f"stray{ESCAPES['osc']}{ESCAPES['bidi']}"
-    forge.write(f"{stray}/doc.dlm", forge.read(f"{forgery.DOC}/{forgery.DOC}.dlm"))
+    forge.write(f"{stray}/doc.dlm", forge.read(f"{DOC}/{DOC}.dlm"))
     forge.git("add", "-A")
     result = inert(hook(forge.root, "pre_commit"), 1)
     assert lines_with(result.stderr, escaped(listed)), result.stderr
@@ -151,10 +141,10 @@ def test_pre_commit_prints_escape_names_escaped(forge: Any, forgery: Any) -> Non
 # --------------------------------------------------------------------------- a document's text
 
 
-def _hostile_document(forge: Any, forgery: Any, first_line: str) -> str:
+def _hostile_document(forge: Any, first_line: str) -> str:
     """Commit a `.dlm` with one more Q/A section whose first line is `first_line`, bound
     into lock and manifest (a thorough forger's edit: no retraining)."""
-    rel = f"{forgery.DOC}/{forgery.DOC}.dlm"
+    rel = f"{DOC}/{DOC}.dlm"
     text = forge.read(rel).decode("utf-8")
     text = text.rstrip("\n") + f"\n\n### Q\n{first_line}\n\n### A\nAn answer.\n"
     forge.rebind_document(text)
@@ -169,15 +159,15 @@ FIRST_LINES = {
 
 
 @pytest.mark.parametrize("kind", sorted(FIRST_LINES))
-def test_a_section_first_line_is_printed_escaped(forge: Any, forgery: Any, kind: str) -> None:
+def test_a_section_first_line_is_printed_escaped(forge: Any, kind: str) -> None:
     first = FIRST_LINES[kind]
-    _hostile_document(forge, forgery, first)
-    shown = inert(dlm_git(forge.root, "show", forgery.DOC), 0).stdout
+    _hostile_document(forge, first)
+    shown = inert(dlm_git(forge.root, "show", DOC), 0).stdout
     assert lines_with(shown, escaped(first)[:60]), shown
     diffed = inert(dlm_git(forge.root, "diff", "HEAD~1", "HEAD"), 0).stdout
     (line,) = lines_with(diffed, "  section  + ")
     assert line.endswith(escaped(first)), diffed
-    for args in (["show", forgery.DOC], ["diff", "HEAD~1", "HEAD"]):
+    for args in (["show", DOC], ["diff", "HEAD~1", "HEAD"]):
         payload = json.loads(inert(dlm_git(forge.root, *args, "--json"), 0).stdout)
         assert first in _find_strings(payload), payload
 
@@ -189,10 +179,10 @@ BASES = {
 
 
 @pytest.mark.parametrize("kind", sorted(BASES))
-def test_a_frontmatter_value_is_printed_escaped(forge: Any, forgery: Any, kind: str) -> None:
+def test_a_frontmatter_value_is_printed_escaped(forge: Any, kind: str) -> None:
     """`base_model` holds escapes or rich markup: `show` prints the spec, `diff` the
     change, each as the characters it holds."""
-    rel = f"{forgery.DOC}/{forgery.DOC}.dlm"
+    rel = f"{DOC}/{DOC}.dlm"
     text = forge.read(rel).decode("utf-8")
     value = BASES[kind]
     quoted = json.dumps(value)  # a YAML double-quoted scalar holds the escapes
@@ -200,7 +190,7 @@ def test_a_frontmatter_value_is_printed_escaped(forge: Any, forgery: Any, kind: 
     assert n == 1, text
     forge.rebind_document(text)
     forge.commit("a hostile base")
-    shown = inert(dlm_git(forge.root, "show", forgery.DOC), 0).stdout
+    shown = inert(dlm_git(forge.root, "show", DOC), 0).stdout
     (line,) = lines_with(shown, "  base model ")
     assert f"base model   {escaped(value)} (local; NOT available" in line, shown
     diffed = inert(dlm_git(forge.root, "diff", "HEAD~1", "HEAD"), 0).stdout
@@ -231,10 +221,10 @@ def test_an_error_line_prints_a_value_escaped(git_repo: Path, write_doc: Any, wh
 # --------------------------------------------------------------------------- history
 
 
-def test_log_prints_an_author_and_an_accepted_lock_escaped(forge: Any, forgery: Any) -> None:
+def test_log_prints_an_author_and_an_accepted_lock_escaped(forge: Any) -> None:
     """A lock acceptance (a new `supersedes`) with a hostile value, by a hostile author."""
     lock = forge.lock()
-    lock["supersedes"] = hashlib.sha256(forge.read(f"{forgery.DOC}/dlm.lock")).hexdigest()
+    lock["supersedes"] = hashlib.sha256(forge.read(f"{DOC}/dlm.lock")).hexdigest()
     lock["hardware_tier"] = f"tier{EVERY}"
     forge.write_lock(lock)
     author = f"Mallory{ESCAPES['osc']}{ESCAPES['clear']}"
@@ -250,13 +240,11 @@ def test_log_prints_an_author_and_an_accepted_lock_escaped(forge: Any, forgery: 
     assert (entry["author"], entry["subject"]) == (author, subject), entry
 
 
-def test_json_output_round_trips_every_escape(
-    hostile_names_repo: Path, forgery: Any, tmp_path: Path
-) -> None:
+def test_json_output_round_trips_every_escape(hostile_names_repo: Path, tmp_path: Path) -> None:
     """The JSON a command prints is inert too (escapes as `\\u001b`, `\\u202e`) and
     `json.loads` gives back each name exactly, for `verify --json` and `show --json`."""
-    root = copy(hostile_names_repo, forgery, tmp_path)
-    result = dlm_git(root, "show", forgery.DOC, "--json")
+    root = copy(hostile_names_repo, tmp_path)
+    result = dlm_git(root, "show", DOC, "--json")
     payload = json.loads(inert(result, 0).stdout)
     relpaths = {f["relpath"] for f in payload["sources"]["files"]}
     assert {f"notes/{n}" for n in ESCAPE_NAMES} <= relpaths, relpaths

@@ -9,53 +9,18 @@ calls `dlm_git.cli.main` and returns `(exit code, stdout, stderr)`.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import RunCli
+from tests.support.demo import DEVICE_ARGS, Trained, write_fast_demo
+from tests.support.files import snapshot
 from tests.support.gitrepo import init_repo
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEMO_DIR = REPO_ROOT / "examples" / "demo"
 DOC_DIRNAME = "demo"
-DOC_NAME = "demo.dlm"
-# Everything `train` writes next to the document, plus what `trained_repo` copies.
-OUTPUT_FILES = ("dlm.lock", "manifest.json", "metrics.json", "train_loss.tsv")
-# Pin the device so that every run (in-process, subprocess, any machine) records the
-# same hardware tier and determinism flags in the lock.
-DEVICE_ARGS = ("--device", "cpu")
-FAST_TRAINING = {"max_steps": "3", "sequence_len": "64", "micro_batch_size": "2"}
-
-RunCli = Callable[..., tuple[int, str, str]]
-
-
-def fast_demo_text() -> str:
-    """examples/demo/demo.dlm with a training config small enough to train in ~1 s."""
-    text = (DEMO_DIR / DOC_NAME).read_text("utf-8")
-    for key, value in FAST_TRAINING.items():
-        text, n = re.subn(rf"(?m)^(  {key}:) .*$", rf"\g<1> {value}", text)
-        assert n == 1, f"demo.dlm has no training.{key} line to edit"
-    return text
-
-
-def write_fast_demo(doc_dir: Path) -> Path:
-    shutil.copytree(DEMO_DIR / "notes", doc_dir / "notes")
-    doc = doc_dir / DOC_NAME
-    doc.write_text(fast_demo_text(), "utf-8")
-    return doc
-
-
-def snapshot(doc_dir: Path) -> dict[str, bytes]:
-    """Bytes of every file under `doc_dir` (relative POSIX path -> bytes)."""
-    return {
-        p.relative_to(doc_dir).as_posix(): p.read_bytes()
-        for p in sorted(doc_dir.rglob("*"))
-        if p.is_file()
-    }
 
 
 @pytest.fixture(scope="session")
@@ -88,14 +53,6 @@ def run_cli(capfd: pytest.CaptureFixture[str], base_cache: Path) -> RunCli:
         return code, out, err
 
     return run
-
-
-@dataclass(frozen=True)
-class Trained:
-    repo: Path
-    doc_dir: Path
-    files: dict[str, bytes]
-    """Bytes of every file in the document directory right after training."""
 
 
 @pytest.fixture(scope="session")

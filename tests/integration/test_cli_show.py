@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from dlm_git import __version__
+from tests.support.docs import DLM_ID, section_id, source_section_id
+from tests.support.env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo"
-ULID = "01M800GRBP0GEV3WAMXAHDD42B"
 HF_SPEC = "hf:org/name@" + "0123456789abcdef" * 2 + "01234567"
 
 
@@ -27,20 +28,11 @@ def run(
     return subprocess.run(
         cmd,
         cwd=cwd,
-        env=env if env is not None else dict(os.environ),
+        env=env if env is not None else subprocess_env(),
         capture_output=True,
         text=True,
         timeout=120,
     )
-
-
-def sid(type_name: str, content: str) -> str:
-    return hashlib.sha256((type_name + "\n" + content).encode("utf-8")).hexdigest()[:16]
-
-
-def source_sid(relpath: str, text: str) -> str:
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return hashlib.sha256(f"source\n{relpath}\n{digest}".encode()).hexdigest()[:16]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +57,7 @@ def test_show_json_demo(demo_repo: Path, demo_json: dict) -> None:  # type: igno
     doc_bytes = (demo_repo / "demo" / "demo.dlm").read_bytes()
     assert report["path"] == "demo/demo.dlm"
     assert report["dlm_sha256"] == hashlib.sha256(doc_bytes).hexdigest()
-    assert report["frontmatter"]["dlm_id"] == ULID
+    assert report["frontmatter"]["dlm_id"] == DLM_ID
     assert report["frontmatter"]["training"]["max_steps"] == 24
     assert report["frontmatter"]["training"]["sources"][0]["include"] == ["*.md", "*.txt"]
 
@@ -82,7 +74,7 @@ def test_show_json_demo(demo_repo: Path, demo_json: dict) -> None:  # type: igno
     assert sections[1]["first_line"] == "What does dlm.lock record?"
     assert len({s["id"] for s in sections}) == 6
     note = (demo_repo / "demo" / "notes" / "hashing.md").read_text("utf-8")
-    assert sections[4]["id"] == source_sid("notes/hashing.md", note)
+    assert sections[4]["id"] == source_section_id("notes/hashing.md", note)
     assert report["counts"] == {
         "prose": 1,
         "instruction": 2,
@@ -123,7 +115,7 @@ def test_show_human_contains_section_ids(demo_repo: Path, demo_json: dict) -> No
     result = run("show", "demo", cwd=demo_repo)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert ULID in out
+    assert DLM_ID in out
     assert demo_json["dlm_sha256"] in out
     for s in demo_json["sections"]:
         assert s["id"] in out
@@ -138,11 +130,11 @@ def test_show_reports_skips_and_unavailable_hf_base(git_repo: Path, tmp_path: Pa
     (git_repo / "notes" / "b.bin").write_bytes(b"\x00\x01")
     doc = git_repo / "d.dlm"
     doc.write_text(
-        f"---\ndlm_id: {ULID}\nbase_model: {HF_SPEC}\ntraining:\n  sources:\n"
+        f"---\ndlm_id: {DLM_ID}\nbase_model: {HF_SPEC}\ntraining:\n  sources:\n"
         "    - path: notes\n---\nHello.\n",
         "utf-8",
     )
-    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "empty-hub")}
+    env = subprocess_env(HF_HUB_CACHE=str(tmp_path / "empty-hub"))
     result = run("show", "d.dlm", "--json", cwd=git_repo, env=env)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -211,7 +203,7 @@ def test_directory_without_document_exit_1(git_repo: Path) -> None:
 
 
 def test_invalid_base_model_exit_1(git_repo: Path) -> None:
-    (git_repo / "d.dlm").write_text(f"---\ndlm_id: {ULID}\nbase_model: llama-7b\n---\n", "utf-8")
+    (git_repo / "d.dlm").write_text(f"---\ndlm_id: {DLM_ID}\nbase_model: llama-7b\n---\n", "utf-8")
     result = run("show", "d.dlm", cwd=git_repo)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -248,14 +240,14 @@ def test_git_dlm_subcommand(git_repo: Path) -> None:
     if script is None:
         pytest.skip("the git-dlm console script is not installed")
     (git_repo / "d.dlm").write_text(
-        f"---\ndlm_id: {ULID}\nbase_model: ./base\n---\nHello git.\n", "utf-8"
+        f"---\ndlm_id: {DLM_ID}\nbase_model: ./base\n---\nHello git.\n", "utf-8"
     )
-    env = dict(os.environ)
-    env["PATH"] = str(Path(script).parent) + os.pathsep + env.get("PATH", "")
+    env = subprocess_env()
+    env["PATH"] = str(Path(script).parent) + os.pathsep + env["PATH"]
     result = run("dlm", "show", "d.dlm", "--json", cwd=git_repo, env=env, exe=["git"])
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert [s["id"] for s in report["sections"]] == [sid("prose", "Hello git.")]
+    assert [s["id"] for s in report["sections"]] == [section_id("prose", "Hello git.")]
     assert report["base_model"]["kind"] == "local"
     assert report["base_model"]["available"] is False
     version = run("dlm", "--version", cwd=git_repo, env=env, exe=["git"])

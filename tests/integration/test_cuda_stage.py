@@ -14,7 +14,6 @@ Specification:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +22,11 @@ from typing import Any
 import pytest
 
 from dlm_git.doc.schema import TrainingConfig
-from dlm_git.train.run import TrainError, resolve_precision, training_flags
-from tests.integration.conftest import write_fast_demo
+from dlm_git.train.assemble import resolve_precision
+from dlm_git.train.options import TrainError
+from dlm_git.train.records import training_flags
+from tests.support.demo import write_fast_demo
+from tests.support.env import subprocess_env
 from tests.support.gitrepo import init_repo
 
 
@@ -54,7 +56,7 @@ def cli(*args: object, cwd: Path | None = None) -> Any:
     return subprocess.run(
         [sys.executable, "-m", "dlm_git", *map(str, args)],
         cwd=cwd,
-        env=dict(os.environ),
+        env=subprocess_env(),
         capture_output=True,
         text=True,
         timeout=900,

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.env import run
+from tests.support.verified import DOC
+
 pytestmark = pytest.mark.slow
 
-DOC = "demo"
 NEW_QA = "\n### Q\nWhat does diff show?\n\n### A\nWhat changed, and by how much.\n"
 
 
@@ -47,12 +49,12 @@ def state(forge: Any) -> tuple[str, str, str]:
 
 
 @pytest.fixture
-def retrained(forge: Any, forgery: Any) -> Any:
+def retrained(forge: Any) -> Any:
     """HEAD~1: the verified training; HEAD: one more Q/A and twice the learning rate,
     retrained by `dvc repro` (so both adapters are in the DVC cache) and committed."""
     dlm(forge).write_text(dlm(forge).read_text("utf-8") + NEW_QA, "utf-8")
     edit(forge, r"^  learning_rate: .*$", "  learning_rate: 0.004")
-    forgery.run(["dvc", "repro", "-q"], forge.root)
+    run(["dvc", "repro", "-q"], forge.root)
     forge.commit("more data, higher learning rate")
     return forge
 
@@ -165,14 +167,12 @@ def test_misuse_is_one_line_exit_2(forge: Any, args: list[str], message: str) ->
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
-def test_fetch_brings_a_missing_adapter_from_the_remote(
-    retrained: Any, forgery: Any, tmp_path: Path
-) -> None:
+def test_fetch_brings_a_missing_adapter_from_the_remote(retrained: Any, tmp_path: Path) -> None:
     """Both adapters pushed to a local-directory DVC remote, HEAD's weights then lost from
     the cache: without --fetch they are reported missing, with --fetch compared."""
     remote = tmp_path / "remote"
-    forgery.run(["dvc", "remote", "add", "-d", "store", str(remote)], retrained.root)
-    forgery.run(["dvc", "push", "-q", "--all-commits"], retrained.root)
+    run(["dvc", "remote", "add", "-d", "store", str(remote)], retrained.root)
+    run(["dvc", "push", "-q", "--all-commits"], retrained.root)
     weights_md5 = retrained.listing(retrained.out_md5())["adapter_model.safetensors"]
     retrained.cache_path(weights_md5).unlink()
     assert diff_json(retrained, "HEAD~1", "HEAD")["adapter"]["tensors"] == []

@@ -20,59 +20,48 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.support.forge import load_forgery
+from tests.support.docs import set_training
+from tests.support.env import run, subprocess_env
+from tests.support.forger import Forge
+from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.verified import DOC, EXTRA_QA, WEIGHTS, copy_repo, install_tiny_base
 
 pytestmark = pytest.mark.slow
 
-DOC = "demo"
-WEIGHTS = "adapter_model.safetensors"
 RANK_MODULE = b"dlm_git.train.rank"
 
 
 @pytest.fixture(scope="module")
-def forgery() -> ModuleType:
-    return load_forgery()
-
-
-@pytest.fixture(scope="module")
-def ranked_repo(tmp_path_factory: pytest.TempPathFactory, forgery: ModuleType) -> Path:
+def ranked_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A committed repository whose `demo` adapter `dvc repro` trained on two ranks."""
-    repo = tmp_path_factory.mktemp("ranked") / "repo"
-    repo.mkdir()
-    forgery.git(repo, "init", "-q")
-    forgery.git(repo, "config", "user.name", "dlm-git tests")
-    forgery.git(repo, "config", "user.email", "tests@dlm-git.invalid")
-    forgery.run(["dlm-git", "init", "--doc", DOC, "--no-hooks"], repo)
+    repo = init_repo(tmp_path_factory.mktemp("ranked") / "repo")
+    run(["dlm-git", "init", "--doc", DOC, "--no-hooks"], repo)
     doc = repo / DOC / f"{DOC}.dlm"
-    text = doc.read_text("utf-8")
     # one sequence per micro-batch, so that each step's pair really is split over the ranks
-    for key, value in (("max_steps", "4"), ("sequence_len", "64"), ("micro_batch_size", "1")):
-        text, n = re.subn(rf"(?m)^(  {key}:) .*$", rf"\g<1> {value}", text)
-        assert n == 1, f"starter document has no training.{key}"
-    doc.write_text(text.rstrip("\n") + "\n" + forgery.EXTRA_QA, "utf-8")
+    text = set_training(doc.read_text("utf-8"), max_steps=4, sequence_len=64, micro_batch_size=1)
+    doc.write_text(text.rstrip("\n") + "\n" + EXTRA_QA, "utf-8")
     params = yaml.safe_load((repo / "params.yaml").read_text("utf-8"))
     params["pipeline"].update({"nproc": 2, "threads": 1})
     (repo / "params.yaml").write_text(yaml.safe_dump(params), "utf-8")
-    forgery.run(["dvc", "repro"], repo)
-    forgery.commit_all(repo, "train demo on two ranks")
-    forgery.install_tiny_base(repo)
+    run(["dvc", "repro"], repo)
+    commit_all(repo, "train demo on two ranks")
+    install_tiny_base(repo)
     return repo
 
 
 @pytest.fixture
-def repo(tmp_path: Path, ranked_repo: Path, forgery: ModuleType) -> Path:
-    return Path(forgery.copy_repo(ranked_repo, tmp_path / "repo"))
+def repo(tmp_path: Path, ranked_repo: Path) -> Path:
+    return Path(copy_repo(ranked_repo, tmp_path / "repo"))
 
 
-def train(repo: Path, forgery: ModuleType, *flags: str, check: bool = False) -> Any:
+def train(repo: Path, *flags: str, check: bool = False) -> Any:
     argv = ["dlm-git", "train", DOC, "--tiny-dir", "bases/tiny", "-q", "--device", "cpu"]
-    return forgery.run([*argv, "--threads", "1", *flags], repo, check=check)
+    return run([*argv, "--threads", "1", *flags], repo, check=check)
 
 
 def doc_files(repo: Path) -> dict[str, bytes]:
@@ -102,48 +91,46 @@ def test_the_lock_records_the_topology(ranked_repo: Path) -> None:
     assert manifest["segments"] is None  # ranks take no snapshots
 
 
-def test_two_runs_on_two_ranks_are_bit_identical(repo: Path, forgery: ModuleType) -> None:
+def test_two_runs_on_two_ranks_are_bit_identical(repo: Path) -> None:
     committed = doc_files(repo)
-    train(repo, forgery, "--nproc", "2", check=True)
+    train(repo, "--nproc", "2", check=True)
     again = doc_files(repo)
     assert again[f"adapter/{WEIGHTS}"] == committed[f"adapter/{WEIGHTS}"]
     assert again == committed  # lock, manifest, metrics and loss curve too
-    assert forgery.git(repo, "status", "--porcelain") == ""
+    assert git(repo, "status", "--porcelain") == ""
 
 
-def test_replay_relaunches_the_recorded_world_size(repo: Path, forgery: ModuleType) -> None:
-    forge = forgery.Forge(repo, None)
+def test_replay_relaunches_the_recorded_world_size(repo: Path) -> None:
+    forge = Forge(repo, None)
     result = forge.verify_cli("HEAD", "--level", "replay")
     assert result.code == 0 and result.verdict == "BITWISE", result.explain()
     assert "2 ranks" in result.check("replay.profile")["detail"]
     assert any("on 2 ranks" in note for note in result.doc["notes"]), result.explain()
 
 
-def test_segment_replay_refuses_a_ranked_commit(repo: Path, forgery: ModuleType) -> None:
-    forge = forgery.Forge(repo, None)
+def test_segment_replay_refuses_a_ranked_commit(repo: Path) -> None:
+    forge = Forge(repo, None)
     result = forge.verify_cli("HEAD", "--level", "segments")
     assert result.code == 1 and result.verdict == "CANNOT_VERIFY", result.explain()
 
 
-def test_another_world_size_is_lock_drift(repo: Path, forgery: ModuleType) -> None:
+def test_another_world_size_is_lock_drift(repo: Path) -> None:
     """One process instead of two: ERROR under --strict-lock (nothing written), WARN by
     default, and other bits (another sum, another global batch)."""
     before = doc_files(repo)
-    strict = train(repo, forgery, "--nproc", "1", "--strict-lock")
+    strict = train(repo, "--nproc", "1", "--strict-lock")
     assert strict.returncode == 1
     assert "determinism_flags.distributed" in strict.stderr
     assert doc_files(repo) == before
 
-    loose = train(repo, forgery, "--nproc", "1")
+    loose = train(repo, "--nproc", "1")
     assert loose.returncode == 0, loose.stderr
     assert "WARN determinism_flags.distributed changed" in loose.stderr
     assert "distributed" not in lock(repo)["determinism_flags"]
     assert doc_files(repo)[f"adapter/{WEIGHTS}"] != before[f"adapter/{WEIGHTS}"]
 
 
-def test_two_ranks_train_what_one_process_with_twice_the_accumulation_trains(
-    repo: Path, forgery: ModuleType
-) -> None:
+def test_two_ranks_train_what_one_process_with_twice_the_accumulation_trains(repo: Path) -> None:
     """Each step of N ranks reads `grad_accum x N` micro-batches and sums the gradients:
     the same optimisation as one process with N times the accumulation, in another
     summation order (the same steps and losses, to float rounding; not the same bits)."""
@@ -151,7 +138,7 @@ def test_two_ranks_train_what_one_process_with_twice_the_accumulation_trains(
     doc = repo / DOC / f"{DOC}.dlm"
     text = re.sub(r"(?m)^(  micro_batch_size: 1)$", r"\1\n  grad_accum: 2", doc.read_text())
     doc.write_text(text, "utf-8")
-    train(repo, forgery, "--nproc", "1", "--ignore-lock", check=True)
+    train(repo, "--nproc", "1", "--ignore-lock", check=True)
     single = (repo / DOC / "train_loss.tsv").read_text("utf-8")
     a, b = losses(ranked), losses(single)
     assert len(a) == len(b) == 4
@@ -163,9 +150,9 @@ def losses(tsv: str) -> list[float]:
     return [float(line.split("\t")[1]) for line in tsv.splitlines()[1:]]
 
 
-def test_segment_snapshots_with_ranks_are_refused(repo: Path, forgery: ModuleType) -> None:
+def test_segment_snapshots_with_ranks_are_refused(repo: Path) -> None:
     before = doc_files(repo)
-    proc = train(repo, forgery, "--nproc", "2", "--segment-every", "2")
+    proc = train(repo, "--nproc", "2", "--segment-every", "2")
     assert proc.returncode == 1
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "segment snapshots are taken by one process" in lines[0]
@@ -173,15 +160,15 @@ def test_segment_snapshots_with_ranks_are_refused(repo: Path, forgery: ModuleTyp
 
 
 @pytest.mark.parametrize("nproc", ["0", "65", "two"])
-def test_nproc_out_of_range_is_misuse(repo: Path, forgery: ModuleType, nproc: str) -> None:
-    proc = train(repo, forgery, "--nproc", nproc)
+def test_nproc_out_of_range_is_misuse(repo: Path, nproc: str) -> None:
+    proc = train(repo, "--nproc", nproc)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
 
 
-def test_a_hostile_world_size_is_not_launched(repo: Path, forgery: ModuleType) -> None:
+def test_a_hostile_world_size_is_not_launched(repo: Path) -> None:
     """A lock claiming a million ranks is a malformed record, not a fork bomb."""
-    forge = forgery.Forge(repo, None)
+    forge = Forge(repo, None)
     recorded = forge.lock()
     recorded["determinism_flags"]["distributed"]["world_size"] = 1_000_000
     forge.write_lock(recorded)
@@ -242,7 +229,7 @@ def trained_steps(job_dir: Path) -> int:
     ],
 )
 def test_a_killed_run_leaves_the_outputs_as_they_were(
-    repo: Path, forgery: ModuleType, victim: str, code: int, line: str
+    repo: Path, victim: str, code: int, line: str
 ) -> None:
     """Mid-run, rank 1 is killed (SIGKILL), or the launcher is told to stop (SIGTERM):
     one line naming what happened, no rank left running, nothing installed."""
@@ -253,7 +240,7 @@ def test_a_killed_run_leaves_the_outputs_as_they_were(
     proc = subprocess.Popen(
         [*argv, "--threads", "1", "--nproc", "2"],
         cwd=repo,
-        env=forgery.venv_env(),
+        env=subprocess_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -286,7 +273,8 @@ def test_a_killed_run_leaves_the_outputs_as_they_were(
 
 
 def test_a_failing_rank_is_named_and_the_launcher_gets_its_handlers_back() -> None:
-    """In this process: ranks that fail at once (a job without a plan) make one
+    """In this process: ranks that fail at once (a job without a plan, which a rank reads
+    back through the protocol as one line, not a traceback) make one
     `RankFailedError` naming a rank and its last line; afterwards Ctrl-C is a
     KeyboardInterrupt here again, not the elastic agent's handler; and the job directory
     a killed launcher left behind was swept by this launch."""
@@ -300,7 +288,8 @@ def test_a_failing_rank_is_named_and_the_launcher_gets_its_handlers_back() -> No
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(RankFailedError) as info:
         run_ranks({"launcher_pid": os.getpid()}, TokenStream.from_rows([]), 2)
-    assert re.search(r"rank [01] of 2 exited 1: KeyError: 'device'", info.value.one_line())
+    line = info.value.one_line()
+    assert re.search(r"rank [01] of 2 exited 1: the ranks' job: missing key 'device'", line)
     assert "nothing was installed" in info.value.one_line()
     assert signal.getsignal(signal.SIGINT) is before
     assert not left.exists()  # swept: its launcher is gone

@@ -25,9 +25,14 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.support.cli import one_line_error
+from tests.support.env import subprocess_env
+from tests.support.forger import Forge
+from tests.support.gitrepo import commit_all
+from tests.support.tensorfiles import edit_weight
+from tests.support.verified import DOC, WEIGHTS, copy_repo
 
-DOC = "demo"
+pytestmark = pytest.mark.slow
 
 
 @dataclass
@@ -39,20 +44,20 @@ class Remotes:
     """An empty directory: a remote holding nothing."""
 
 
-def env_for(tmp: Path, forgery: Any) -> dict[str, str]:
-    env = forgery.venv_env()
+def env_for(tmp: Path) -> dict[str, str]:
+    env = subprocess_env()
     env["DVC_GLOBAL_CONFIG_DIR"] = str(tmp / "dvc-global")
     env["DVC_SYSTEM_CONFIG_DIR"] = str(tmp / "dvc-system")
     return env
 
 
 @pytest.fixture(scope="module")
-def remotes(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path, forgery: Any) -> Remotes:
+def remotes(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path) -> Remotes:
     """The verified repository with a committed default remote `storage` (a directory),
     then a second commit whose adapter differs; both adapters pushed."""
     base = tmp_path_factory.mktemp("fetch-remote")
-    env = env_for(base, forgery)
-    trainer = forgery.copy_repo(verified_repo, base / "trainer")
+    env = env_for(base)
+    trainer = copy_repo(verified_repo, base / "trainer")
     store, decoy = base / "store", base / "decoy"
     decoy.mkdir()
 
@@ -63,13 +68,13 @@ def remotes(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path, forge
         assert proc.returncode == 0, proc.stderr
 
     dvc("remote", "add", "-d", "storage", str(store))
-    forgery.commit_all(trainer, "adapters on a directory remote")
+    commit_all(trainer, "adapters on a directory remote")
     dvc("push")
-    forge = forgery.Forge(trainer, lambda argv: None)
+    forge = Forge(trainer, lambda argv: None)
     files = forge.adapter_files()
-    files[forgery.WEIGHTS] = forgery.edit_weight(files[forgery.WEIGHTS])
+    files[WEIGHTS] = edit_weight(files[WEIGHTS])
     forge.store_adapter(files, rebind="all")
-    forgery.commit_all(trainer, "another adapter")
+    commit_all(trainer, "another adapter")
     dvc("push")
     return Remotes(trainer, store, decoy)
 
@@ -101,12 +106,12 @@ class Auditor:
 
 
 @pytest.fixture
-def auditor(remotes: Remotes, tmp_path: Path, forgery: Any) -> Auditor:
+def auditor(remotes: Remotes, tmp_path: Path) -> Auditor:
     """A fresh clone of the trainer: no DVC cache, the trainer's `.dvc/config`."""
     root = tmp_path / "auditor"
     proc = subprocess.run(["git", "clone", "-q", str(remotes.trainer), str(root)])
     assert proc.returncode == 0
-    return Auditor(root, env_for(tmp_path, forgery))
+    return Auditor(root, env_for(tmp_path))
 
 
 def notes(report: dict[str, Any]) -> str:
@@ -161,17 +166,7 @@ def test_a_remote_from_config_local_never_from_a_tracked_one(
     auditor.run("git", "add", "-f", str(local))
     auditor.run("git", "commit", "-qm", "a config.local in the commit")
     proc = auditor.dlm_git("verify", "HEAD", "--fetch", "--remote", "sneaky")
-    one_line(proc, 2, "'sneaky'")
-
-
-def one_line(proc: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
-    why = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    assert proc.returncode == code, why
-    lines = proc.stderr.strip("\n").split("\n")
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, why
-    for word in words:
-        assert word in lines[0], why
-    return lines[0]
+    one_line_error(proc, 2, "'sneaky'")
 
 
 MISUSE: dict[str, tuple[list[str], str]] = {
@@ -189,7 +184,7 @@ def test_a_remote_the_auditor_has_not_defined_is_refused_before_fetching(
     auditor: Auditor, case: str
 ) -> None:
     args, words = MISUSE[case]
-    one_line(auditor.dlm_git(*args), 2, words)
+    one_line_error(auditor.dlm_git(*args), 2, words)
     assert auditor.cached() == [], "nothing fetched"
 
 

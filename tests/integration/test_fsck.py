@@ -19,8 +19,11 @@ from typing import Any
 
 import pytest
 
-from dlm_git.history.statrecord import FORMAT as RECORD_FORMAT
-from dlm_git.history.statrecord import RACY_NS
+from dlm_git.fsck.scan import RECORD_FORMAT
+from dlm_git.statcache import RACY_NS
+from tests.support.env import run
+from tests.support.tensorfiles import edit_weight
+from tests.support.verified import ADAPTER_OUT, CONFIG, DOC, SEGMENTS_OUT, WEIGHTS
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +66,8 @@ def flip_byte(path: Path, at: int = 100) -> bytes:
     return bytes(data)
 
 
-def weights_md5(forge: Any, forgery: Any) -> str:
-    return forge.listing(forge.out_md5(forgery.ADAPTER_OUT))[forgery.WEIGHTS]
+def weights_md5(forge: Any) -> str:
+    return forge.listing(forge.out_md5(ADAPTER_OUT))[WEIGHTS]
 
 
 def token_files(forge: Any) -> list[Path]:
@@ -77,14 +80,14 @@ def past_racy_window() -> None:
     time.sleep(RACY_NS / 1e9 + 0.2)
 
 
-def dvc(forge: Any, forgery: Any, *args: str) -> None:
-    forgery.run([sys.executable, "-m", "dvc", *args], forge.root)
+def dvc(forge: Any, *args: str) -> None:
+    run([sys.executable, "-m", "dvc", *args], forge.root)
 
 
 # --------------------------------------------------------------------------- clean
 
 
-def test_a_clean_repository_passes(forge: Any, forgery: Any) -> None:
+def test_a_clean_repository_passes(forge: Any) -> None:
     result = fsck(forge)
     assert result.code == 0, explain(result)
     payload = result.payload
@@ -92,8 +95,8 @@ def test_a_clean_repository_passes(forge: Any, forgery: Any) -> None:
     assert payload["commits"] == 1
     dvc_cache = payload["dvc_cache"]
     # adapter (.dir + 2 files), segments (.dir + files), tokens (.dir + files), all present
-    adapter = forge.listing(forge.out_md5(forgery.ADAPTER_OUT))
-    segments = forge.listing(forge.out_md5(forgery.SEGMENTS_OUT))
+    adapter = forge.listing(forge.out_md5(ADAPTER_OUT))
+    segments = forge.listing(forge.out_md5(SEGMENTS_OUT))
     assert dvc_cache["referenced"] >= 2 + len(adapter) + len(segments)
     assert dvc_cache["ok"] == dvc_cache["referenced"]
     assert (dvc_cache["corrupted"], dvc_cache["missing"], dvc_cache["orphaned"]) == (0, 0, 0)
@@ -112,10 +115,8 @@ def test_a_clean_repository_passes(forge: Any, forgery: Any) -> None:
 # --------------------------------------------------------------------------- corrupted
 
 
-def test_a_flipped_byte_in_an_adapter_file_fails_naming_path_doc_and_commit(
-    forge: Any, forgery: Any
-) -> None:
-    md5 = weights_md5(forge, forgery)
+def test_a_flipped_byte_in_an_adapter_file_fails_naming_path_doc_and_commit(forge: Any) -> None:
+    md5 = weights_md5(forge)
     flip_byte(forge.cache_path(md5))
     result = fsck(forge)
     assert result.code == 1, explain(result)
@@ -124,9 +125,9 @@ def test_a_flipped_byte_in_an_adapter_file_fails_naming_path_doc_and_commit(
     assert bad["area"] == "dvc-cache"
     assert bad["path"] == rel(forge, forge.cache_path(md5))
     assert bad["md5"] == md5
-    assert bad["doc"] == forgery.DOC
+    assert bad["doc"] == DOC
     assert bad["commit"] == head(forge)
-    assert bad["out"] == f"{forgery.ADAPTER_OUT}/{forgery.WEIGHTS}"
+    assert bad["out"] == f"{ADAPTER_OUT}/{WEIGHTS}"
     assert bad["record"] == "dvc.lock"
     content = hashlib.md5(forge.cache_path(md5).read_bytes()).hexdigest()
     assert content in bad["detail"]
@@ -134,12 +135,12 @@ def test_a_flipped_byte_in_an_adapter_file_fails_naming_path_doc_and_commit(
     human = forge._call_main(["fsck"])
     assert human.code == 1
     line = next(x for x in human.stdout.splitlines() if x.startswith("corrupted"))
-    assert bad["path"] in line and f"doc {forgery.DOC}" in line and head(forge)[:12] in line
+    assert bad["path"] in line and f"doc {DOC}" in line and head(forge)[:12] in line
     assert "FAILED" in human.stdout.splitlines()[-1]
 
 
-def test_a_truncated_dir_object_is_corrupted(forge: Any, forgery: Any) -> None:
-    dir_md5 = forge.out_md5(forgery.ADAPTER_OUT)
+def test_a_truncated_dir_object_is_corrupted(forge: Any) -> None:
+    dir_md5 = forge.out_md5(ADAPTER_OUT)
     path = forge.cache_path(dir_md5)
     listing = forge.listing(dir_md5)
     data = path.read_bytes()
@@ -148,15 +149,15 @@ def test_a_truncated_dir_object_is_corrupted(forge: Any, forgery: Any) -> None:
     result = fsck(forge)
     assert result.code == 1, explain(result)
     [bad] = objects(result, "corrupted")
-    assert bad["md5"] == dir_md5 and bad["out"] == forgery.ADAPTER_OUT
-    assert bad["doc"] == forgery.DOC
+    assert bad["md5"] == dir_md5 and bad["out"] == ADAPTER_OUT
+    assert bad["doc"] == DOC
     # its files are no longer known to be referenced: reported, informational
     orphans = {o["md5"] for o in objects(result, "orphaned")}
     assert set(listing.values()) <= orphans
 
 
 def test_a_dir_object_that_is_not_a_listing_is_corrupted_even_when_its_md5_matches(
-    forge: Any, forgery: Any
+    forge: Any,
 ) -> None:
     """A commit whose dvc.lock names a `.dir` object that hashes right but is not JSON."""
     junk = b"not a listing"
@@ -164,7 +165,7 @@ def test_a_dir_object_that_is_not_a_listing_is_corrupted_even_when_its_md5_match
     path = forge.cache_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(junk)
-    forge.set_out_md5(forgery.ADAPTER_OUT, name, None, None)
+    forge.set_out_md5(ADAPTER_OUT, name, None, None)
     forge.commit("a dvc.lock naming a listing that is not one")
     result = fsck(forge)
     assert result.code == 1, explain(result)
@@ -188,9 +189,9 @@ def test_a_corrupted_token_cache_entry_and_pack_fail(forge: Any) -> None:
 
 
 def test_a_symlink_in_place_of_an_object_is_corrupted_and_not_followed(
-    forge: Any, forgery: Any, tmp_path: Path
+    forge: Any, tmp_path: Path
 ) -> None:
-    md5 = weights_md5(forge, forgery)
+    md5 = weights_md5(forge)
     outside = tmp_path / "outside"
     outside.write_bytes(forge.cache_path(md5).read_bytes())  # the right bytes, elsewhere
     forge.cache_path(md5).unlink()
@@ -201,10 +202,8 @@ def test_a_symlink_in_place_of_an_object_is_corrupted_and_not_followed(
     assert bad["md5"] == md5 and "symbolic link" in bad["detail"]
 
 
-def test_a_file_named_like_an_object_outside_its_shard_is_not_taken_for_it(
-    forge: Any, forgery: Any
-) -> None:
-    md5 = weights_md5(forge, forgery)
+def test_a_file_named_like_an_object_outside_its_shard_is_not_taken_for_it(forge: Any) -> None:
+    md5 = weights_md5(forge)
     files = forge.cache_path(md5).parent.parent
     (files / md5).write_bytes(b"decoy")  # files/md5/<32 hex>, not files/md5/<2>/<30>
     forge.cache_path(md5).unlink()
@@ -218,22 +217,22 @@ def test_a_file_named_like_an_object_outside_its_shard_is_not_taken_for_it(
 # --------------------------------------------------------------------------- missing, orphaned
 
 
-def test_a_deleted_object_is_missing_reported_and_not_a_failure(forge: Any, forgery: Any) -> None:
-    md5 = forge.listing(forge.out_md5(forgery.ADAPTER_OUT))[forgery.CONFIG]
+def test_a_deleted_object_is_missing_reported_and_not_a_failure(forge: Any) -> None:
+    md5 = forge.listing(forge.out_md5(ADAPTER_OUT))[CONFIG]
     forge.cache_path(md5).unlink()
     result = fsck(forge)
     assert result.code == 0, explain(result)
     [gone] = objects(result)
     assert gone["state"] == "missing" and gone["md5"] == md5
     assert gone["path"] == rel(forge, forge.cache_path(md5))
-    assert gone["doc"] == forgery.DOC and gone["commit"] == head(forge)
+    assert gone["doc"] == DOC and gone["commit"] == head(forge)
     assert result.payload["dvc_cache"]["missing"] == 1
     human = forge._call_main(["fsck"])
     assert human.code == 0
     assert "missing objects are not an error" in human.stdout
 
 
-def test_an_extra_cache_object_is_orphaned_informational_and_kept(forge: Any, forgery: Any) -> None:
+def test_an_extra_cache_object_is_orphaned_informational_and_kept(forge: Any) -> None:
     md5 = forge.put_object(b"an object no record names\n")
     result = fsck(forge)
     assert result.code == 0, explain(result)
@@ -244,51 +243,47 @@ def test_an_extra_cache_object_is_orphaned_informational_and_kept(forge: Any, fo
     assert forge.cache_path(md5).read_bytes() == b"an object no record names\n"
 
 
-def test_objects_of_every_ref_are_referenced_by_their_oldest_commit(
-    forge: Any, forgery: Any
-) -> None:
+def test_objects_of_every_ref_are_referenced_by_their_oldest_commit(forge: Any) -> None:
     first = head(forge)
     forge.commit("an unrelated commit: the same records")
     forge.git("checkout", "-q", "-b", "side")
     files = forge.adapter_files()
-    files[forgery.WEIGHTS] = forgery.edit_weight(files[forgery.WEIGHTS])
+    files[WEIGHTS] = edit_weight(files[WEIGHTS])
     forge.store_adapter(files)
     side = forge.commit("another adapter, on a side branch")
     forge.git("checkout", "-q", "-")
-    main_listing = forge.listing(forge.out_md5(forgery.ADAPTER_OUT))  # main's work tree
-    new_md5 = hashlib.md5(files[forgery.WEIGHTS]).hexdigest()
+    main_listing = forge.listing(forge.out_md5(ADAPTER_OUT))  # main's work tree
+    new_md5 = hashlib.md5(files[WEIGHTS]).hexdigest()
     assert new_md5 not in main_listing.values()
     flip_byte(forge.cache_path(new_md5))
-    flip_byte(forge.cache_path(main_listing[forgery.WEIGHTS]))
+    flip_byte(forge.cache_path(main_listing[WEIGHTS]))
     result = fsck(forge)
     assert result.code == 1, explain(result)
     assert result.payload["commits"] == 3
     by_md5 = {o["md5"]: o for o in objects(result, "corrupted")}
     assert by_md5[new_md5]["commit"] == side
-    assert by_md5[main_listing[forgery.WEIGHTS]]["commit"] == first
+    assert by_md5[main_listing[WEIGHTS]]["commit"] == first
     assert objects(result, "orphaned") == []
 
 
-def test_outs_reproduced_but_not_committed_are_referenced_by_the_work_tree(
-    forge: Any, forgery: Any
-) -> None:
+def test_outs_reproduced_but_not_committed_are_referenced_by_the_work_tree(forge: Any) -> None:
     files = forge.adapter_files()
-    files[forgery.WEIGHTS] = forgery.edit_weight(files[forgery.WEIGHTS])
+    files[WEIGHTS] = edit_weight(files[WEIGHTS])
     forge.store_adapter(files)  # dvc.lock in the work tree only
     result = fsck(forge)
     assert result.code == 0, explain(result)
     assert objects(result, "orphaned") == []
-    new_md5 = hashlib.md5(files[forgery.WEIGHTS]).hexdigest()
+    new_md5 = hashlib.md5(files[WEIGHTS]).hexdigest()
     flip_byte(forge.cache_path(new_md5))
     [bad] = objects(fsck(forge), "corrupted")
     assert bad["md5"] == new_md5 and bad["commit"] is None
 
 
-def test_hostile_records_in_history_are_notes_and_open_nothing(forge: Any, forgery: Any) -> None:
+def test_hostile_records_in_history_are_notes_and_open_nothing(forge: Any) -> None:
     lock = forge.dvc_lock()
     for body in lock["stages"].values():
         for out in body.get("outs") or []:
-            if out["path"] == forgery.ADAPTER_OUT:
+            if out["path"] == ADAPTER_OUT:
                 out["md5"] = "../../../../etc/passwd"
     forge.write_dvc_lock(lock)
     forge.write("broken.dvc", b"outs: [{path: x, md5: 1234}]\n")
@@ -306,14 +301,14 @@ def test_hostile_records_in_history_are_notes_and_open_nothing(forge: Any, forge
 
 
 def test_repair_quarantines_byte_for_byte_and_refetches_from_the_remote(
-    forge: Any, forgery: Any, tmp_path: Path
+    forge: Any, tmp_path: Path
 ) -> None:
-    dvc(forge, forgery, "remote", "add", "-d", "local", str(tmp_path / "remote"))
-    dvc(forge, forgery, "push", "-q")
-    md5 = weights_md5(forge, forgery)
+    dvc(forge, "remote", "add", "-d", "local", str(tmp_path / "remote"))
+    dvc(forge, "push", "-q")
+    md5 = weights_md5(forge)
     genuine = forge.cache_path(md5).read_bytes()
     corrupted = flip_byte(forge.cache_path(md5))
-    segments_dir = forge.out_md5(forgery.SEGMENTS_OUT)
+    segments_dir = forge.out_md5(SEGMENTS_OUT)
     dir_bytes = forge.cache_path(segments_dir).read_bytes()
     forge.cache_path(segments_dir).chmod(0o644)
     forge.cache_path(segments_dir).write_bytes(dir_bytes[:20])
@@ -347,10 +342,8 @@ def test_repair_quarantines_byte_for_byte_and_refetches_from_the_remote(
     assert forge.git("status", "--porcelain", "--untracked-files=all").strip() == "M .dvc/config"
 
 
-def test_repair_without_a_remote_quarantines_and_leaves_it_missing(
-    forge: Any, forgery: Any
-) -> None:
-    md5 = weights_md5(forge, forgery)
+def test_repair_without_a_remote_quarantines_and_leaves_it_missing(forge: Any) -> None:
+    md5 = weights_md5(forge)
     corrupted = flip_byte(forge.cache_path(md5))
     result = fsck(forge, "--repair")
     assert result.code == 0, explain(result)  # nothing corrupted remains
@@ -363,8 +356,8 @@ def test_repair_without_a_remote_quarantines_and_leaves_it_missing(
     assert any("re-fetch" in n for n in result.payload["notes"])
 
 
-def test_repair_twice_never_overwrites_an_earlier_quarantine(forge: Any, forgery: Any) -> None:
-    md5 = weights_md5(forge, forgery)
+def test_repair_twice_never_overwrites_an_earlier_quarantine(forge: Any) -> None:
+    md5 = weights_md5(forge)
     first_bad = flip_byte(forge.cache_path(md5))
     first = fsck(forge, "--repair").payload["repairs"][0]["quarantine"]
     forge.cache_path(md5).write_bytes(first_bad + b"more")
@@ -377,9 +370,7 @@ def test_repair_twice_never_overwrites_an_earlier_quarantine(forge: Any, forgery
 # --------------------------------------------------------------------------- stat record
 
 
-def test_an_unchanged_cache_is_not_rehashed_and_any_stat_change_is(
-    forge: Any, forgery: Any
-) -> None:
+def test_an_unchanged_cache_is_not_rehashed_and_any_stat_change_is(forge: Any) -> None:
     past_racy_window()
     first = fsck(forge).payload
     checked = first["dvc_cache"]["referenced"] + first["token_cache"]["files"]
@@ -387,7 +378,7 @@ def test_an_unchanged_cache_is_not_rehashed_and_any_stat_change_is(
 
     record = json.loads((forge.root / RECORD).read_text())
     assert record["format"] == RECORD_FORMAT
-    md5 = weights_md5(forge, forgery)
+    md5 = weights_md5(forge)
     path = forge.cache_path(md5)
     st = os.stat(path)
     assert record["entries"][str(path.resolve())] == [
@@ -395,6 +386,7 @@ def test_an_unchanged_cache_is_not_rehashed_and_any_stat_change_is(
         st.st_mtime_ns,
         st.st_ctime_ns,
         st.st_ino,
+        st.st_dev,
         f"md5:{md5}",
     ]
     assert len(record["entries"]) == checked
@@ -433,8 +425,8 @@ def test_full_ignores_the_record_and_a_damaged_record_is_ignored(forge: Any) -> 
 # --------------------------------------------------------------------------- output, errors
 
 
-def test_json_shape(forge: Any, forgery: Any) -> None:
-    flip_byte(forge.cache_path(weights_md5(forge, forgery)))
+def test_json_shape(forge: Any) -> None:
+    flip_byte(forge.cache_path(weights_md5(forge)))
     payload = fsck(forge).payload
     assert set(payload) == {
         "format",
@@ -500,7 +492,7 @@ def test_outside_a_git_repository_is_one_line(
     assert list(plain.iterdir()) == []
 
 
-def test_fsck_imports_neither_torch_nor_dvc(forge: Any, forgery: Any) -> None:
+def test_fsck_imports_neither_torch_nor_dvc(forge: Any) -> None:
     code = (
         "import sys\n"
         "from dlm_git.cli import main\n"
@@ -509,7 +501,7 @@ def test_fsck_imports_neither_torch_nor_dvc(forge: Any, forgery: Any) -> None:
         "print('HEAVY', heavy)\n"
         "sys.exit(rc)\n"
     )
-    proc = forgery.run([sys.executable, "-c", code], forge.root)
+    proc = run([sys.executable, "-c", code], forge.root)
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY []", proc.stdout + proc.stderr
 
 

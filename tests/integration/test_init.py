@@ -9,16 +9,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from dlm_git.pipeline.templates import DEFAULT_PIPELINE_PARAMS, STAGES
+from tests.support.cli import RunCli
 
 # `run_cli` and `git_repo` come from the conftest files.
-RunCli = Callable[..., tuple[int, str, str]]
 DOC = "notes-doc"
 
 USER_DVC_YAML = """\

@@ -3,7 +3,7 @@
 A venv is built from this checkout with the pinned constraints and nothing else (no
 torch, transformers, peft, tokenizers, safetensors, numpy or dvc: checked). A repository
 trained with the full install (the falsifiability suite's verified repository,
-tests/falsifiability/forgery.py) is then used through the core venv's interpreter only:
+tests/support/verified.py) is then used through the core venv's interpreter only:
 the git hooks (installed by the core `dlm-git hooks install`) refuse a stale commit and
 let an honest commit and its push through, `verify` proves the commit at hash level, and
 every command that needs the training stack says so in one line.
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.forge import load_forgery
+from tests.support.env import subprocess_env
+from tests.support.verified import copy_repo
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +68,7 @@ def core_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def core_env(bin_dir: Path, **extra: str) -> dict[str, str]:
     """The test environment with the core venv first on PATH and the full venv off it."""
-    env = dict(os.environ)
+    env = subprocess_env()
     full_bin = str(Path(sys.executable).parent)
     path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != full_bin]
     env["PATH"] = os.pathsep.join([str(bin_dir), *path])
@@ -80,7 +81,7 @@ def core_env(bin_dir: Path, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def repo(tmp_path: Path, verified_repo: Path) -> Path:
     """A private copy of the trained, committed repository (built with the full venv)."""
-    return load_forgery().copy_repo(verified_repo, tmp_path / "repo")
+    return copy_repo(verified_repo, tmp_path / "repo")
 
 
 def run(

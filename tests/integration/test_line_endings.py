@@ -25,6 +25,11 @@ from typing import Any
 import pytest
 
 from dlm_git.hashing import sha256_bytes
+from tests.support.env import run
+from tests.support.forger import Forge
+from tests.support.gitrepo import git
+from tests.support.verdicts import assert_caught, assert_verified, call_main_in
+from tests.support.verified import DOC
 
 pytestmark = pytest.mark.slow
 
@@ -36,35 +41,35 @@ EDIT_QA = "\n::instruction::\n### Q\nWhich line ends are these?\n\n### A\nCRLF o
 EDIT_NOTE = "A note written on a CRLF checkout.\nIts second line.\n"
 
 
-def checkout(forgery: Any, src: Path, dest: Path, kind: str) -> Path:
+def checkout(src: Path, dest: Path, kind: str) -> Path:
     """A clone of `src` at `dest`, checked out as `kind` says ("lf", "autocrlf" or
     "gitattributes": commits a `.gitattributes` asking for CRLF), with `src`'s DVC cache
     and tiny base copied in and the DVC outs checked out (what `dvc pull` gives)."""
     config = ["-c", f"core.autocrlf={'true' if kind == 'autocrlf' else 'false'}"]
-    forgery.run(["git", "clone", "-q", *config, str(src), str(dest)], src.parent)
-    forgery.git(dest, "config", "user.name", "dlm-git tests")
-    forgery.git(dest, "config", "user.email", "tests@dlm-git.invalid")
+    run(["git", "clone", "-q", *config, str(src), str(dest)], src.parent)
+    git(dest, "config", "user.name", "dlm-git tests")
+    git(dest, "config", "user.email", "tests@dlm-git.invalid")
     if kind == "gitattributes":
         (dest / ".gitattributes").write_text(GITATTRIBUTES)
-        forgery.git(dest, "add", ".gitattributes")
-        forgery.git(dest, "commit", "-q", "--no-verify", "-m", "check text out with CRLF")
+        git(dest, "add", ".gitattributes")
+        git(dest, "commit", "-q", "--no-verify", "-m", "check text out with CRLF")
     elif kind == "lf" and (dest / ".gitattributes").is_file():
         (dest / ".git" / "info" / "attributes").write_text("* -text\n")  # beats .gitattributes
     if kind != "autocrlf":  # check every tracked file out again under the attributes
-        for rel in forgery.git(dest, "ls-files", "-z").split("\0"):
+        for rel in git(dest, "ls-files", "-z").split("\0"):
             if rel and rel != ".gitattributes":
                 (dest / rel).unlink()
-        forgery.git(dest, "checkout", "--", ".")
+        git(dest, "checkout", "--", ".")
     shutil.copytree(src / ".dvc" / "cache", dest / ".dvc" / "cache", dirs_exist_ok=True)
     shutil.copytree(src / "bases", dest / "bases", symlinks=True)
-    forgery.run(["dvc", "checkout", "-q"], dest)
-    dlm = (dest / forgery.DOC / f"{forgery.DOC}.dlm").read_bytes()
+    run(["dvc", "checkout", "-q"], dest)
+    dlm = (dest / DOC / f"{DOC}.dlm").read_bytes()
     assert (b"\r\n" in dlm) == (kind != "lf"), f"{kind} checkout: {dlm[:80]!r}"
     return dest
 
 
-def verify(forgery: Any, repo: Path, capfd: Any, *args: str) -> Any:
-    return forgery.Forge(repo, forgery.call_main_in(repo, capfd)).verify(*args)
+def verify(repo: Path, capfd: Any, *args: str) -> Any:
+    return Forge(repo, call_main_in(repo, capfd)).verify(*args)
 
 
 def blob(repo: Path, name: str) -> bytes:
@@ -74,54 +79,54 @@ def blob(repo: Path, name: str) -> bytes:
     ).stdout
 
 
-def committed(forgery: Any, repo: Path, name: str) -> bytes:
-    return blob(repo, f"HEAD:{forgery.DOC}/{name}")
+def committed(repo: Path, name: str) -> bytes:
+    return blob(repo, f"HEAD:{DOC}/{name}")
 
 
-def assert_trains_the_commit(forgery: Any, repo: Path) -> None:
+def assert_trains_the_commit(repo: Path) -> None:
     """`dvc repro --force` (every stage, training included) writes the records HEAD
     holds, byte for byte: the same dlm_sha256, sources, section ids and adapter."""
-    forgery.run(["dvc", "repro", "--force"], repo)
+    run(["dvc", "repro", "--force"], repo)
     for name in RECORDS:
-        assert (repo / forgery.DOC / name).read_bytes() == committed(forgery, repo, name), name
+        assert (repo / DOC / name).read_bytes() == committed(repo, name), name
 
 
 @pytest.mark.parametrize("kind", ["autocrlf", "gitattributes"])
 def test_a_crlf_checkout_trains_commits_and_verifies_like_an_lf_one(
-    verified_repo: Path, forgery: Any, tmp_path: Path, capfd: Any, kind: str
+    verified_repo: Path, tmp_path: Path, capfd: Any, kind: str
 ) -> None:
-    crlf = checkout(forgery, verified_repo, tmp_path / "crlf", kind)
-    forgery.assert_verified(verify(forgery, crlf, capfd, "HEAD"))
+    crlf = checkout(verified_repo, tmp_path / "crlf", kind)
+    assert_verified(verify(crlf, capfd, "HEAD"))
     # the work tree's CRLF document, sources (and, here, records) are the commit's
-    forgery.assert_verified(verify(forgery, crlf, capfd, "--worktree", "--doc", forgery.DOC))
-    assert_trains_the_commit(forgery, crlf)
-    adapter = forgery.Forge(crlf, None).manifest()["adapter"]
-    assert adapter == forgery.Forge(verified_repo, None).manifest()["adapter"]
+    assert_verified(verify(crlf, capfd, "--worktree", "--doc", DOC))
+    assert_trains_the_commit(crlf)
+    adapter = Forge(crlf, None).manifest()["adapter"]
+    assert adapter == Forge(verified_repo, None).manifest()["adapter"]
     if kind != "autocrlf":
         return  # the round trip below depends on git's conversion alone: run it once
 
     # an edit made on the CRLF checkout: retrained, committed through the hooks
-    doc = crlf / forgery.DOC / f"{forgery.DOC}.dlm"
+    doc = crlf / DOC / f"{DOC}.dlm"
     doc.write_bytes(doc.read_bytes() + EDIT_QA.replace("\n", "\r\n").encode())
-    note = crlf / forgery.DOC / "notes" / "crlf-note.md"
+    note = crlf / DOC / "notes" / "crlf-note.md"
     note.write_bytes(EDIT_NOTE.replace("\n", "\r\n").encode())
-    forgery.run(["dvc", "repro"], crlf)
-    forgery.run(["dlm-git", "hooks", "install"], crlf)
-    forgery.git(crlf, "add", "-A")
-    done = forgery.run(["git", "commit", "-q", "-m", "edited with CRLF"], crlf, check=False)
+    run(["dvc", "repro"], crlf)
+    run(["dlm-git", "hooks", "install"], crlf)
+    git(crlf, "add", "-A")
+    done = run(["git", "commit", "-q", "-m", "edited with CRLF"], crlf, check=False)
     assert done.returncode == 0, done.stderr
-    assert forgery.git(crlf, "status", "--porcelain", "--untracked-files=no") == ""
-    forgery.assert_verified(verify(forgery, crlf, capfd, "HEAD"))
-    assert blob(crlf, f"HEAD:{forgery.DOC}/notes/crlf-note.md") == EDIT_NOTE.encode()  # as LF
+    assert git(crlf, "status", "--porcelain", "--untracked-files=no") == ""
+    assert_verified(verify(crlf, capfd, "HEAD"))
+    assert blob(crlf, f"HEAD:{DOC}/notes/crlf-note.md") == EDIT_NOTE.encode()  # as LF
 
     # the same commit on an LF checkout: verified, and trained to the same records
-    lf = checkout(forgery, crlf, tmp_path / "lf", "lf")
-    forgery.assert_verified(verify(forgery, lf, capfd, "HEAD"))
-    forgery.assert_verified(verify(forgery, lf, capfd, "--worktree", "--doc", forgery.DOC))
-    assert_trains_the_commit(forgery, lf)
+    lf = checkout(crlf, tmp_path / "lf", "lf")
+    assert_verified(verify(lf, capfd, "HEAD"))
+    assert_verified(verify(lf, capfd, "--worktree", "--doc", DOC))
+    assert_trains_the_commit(lf)
 
 
-def test_records_from_before_the_line_end_rule_still_verify(forge: Any, forgery: Any) -> None:
+def test_records_from_before_the_line_end_rule_still_verify(forge: Any) -> None:
     """A document and a source committed with CRLF (no conversion) and recorded as dlm-git
     recorded them before the rule: sha256 and size of the raw bytes. Those records are of
     the very bytes in the commit (the rows trained are the same: the parser normalizes
@@ -130,7 +135,7 @@ def test_records_from_before_the_line_end_rule_still_verify(forge: Any, forgery:
     from dlm_git.manifest.records import sources_record
 
     forge.git("config", "core.autocrlf", "false")
-    dlm_rel, note_rel = f"{forgery.DOC}/{forgery.DOC}.dlm", f"{forgery.DOC}/notes/README.md"
+    dlm_rel, note_rel = f"{DOC}/{DOC}.dlm", f"{DOC}/notes/README.md"
     dlm, note = (forge.read(dlm_rel).replace(b"\n", b"\r\n"), forge.read(note_rel))
     note = note.replace(b"\n", b"\r\n")
     forge.write(dlm_rel, dlm)
@@ -150,7 +155,7 @@ def test_records_from_before_the_line_end_rule_still_verify(forge: Any, forgery:
     forge.commit("recorded by an older dlm-git")
     assert blob(forge.root, f"HEAD:{dlm_rel}") == dlm  # committed with CRLF
     result = forge.verify("HEAD")
-    forgery.assert_verified(result)
+    assert_verified(result)
     assert "raw bytes" in result.check("doc.sha256")["detail"]
     assert "raw bytes" in result.check("sources.root")["detail"]
     # the raw digest of bytes that are not the commit's is no record of it
@@ -158,4 +163,4 @@ def test_records_from_before_the_line_end_rule_still_verify(forge: Any, forgery:
     forge.write_manifest(manifest)
     forge.write_lock(lock)
     forge.commit("a raw digest of other bytes")
-    forgery.assert_caught(forge.verify("HEAD"), "doc.sha256")
+    assert_caught(forge.verify("HEAD"), "doc.sha256")

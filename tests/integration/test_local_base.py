@@ -8,19 +8,18 @@ same place, and a license that needs accepting is accepted by the auditor's own 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.demo import write_demo
 from tests.support.gitrepo import git
 
 pytestmark = pytest.mark.slow
 
-DEMO_DIR = Path(__file__).resolve().parents[2] / "examples" / "demo"
-SMALL = {"max_steps": "3", "sequence_len": "64", "base_model": "../mybase"}
+SMALL = {"max_steps": "3", "sequence_len": "64"}
 
 
 @pytest.fixture
@@ -31,12 +30,7 @@ def local_base_repo(git_repo: Path, base_cache: Path) -> Path:
     shutil.copytree(ensure_tiny_base(), repo / "mybase")
     (repo / ".gitignore").write_text("mybase/\nadapter/\nrun.json\n.dlm-git/\n", "utf-8")
     doc_dir = repo / "d"
-    shutil.copytree(DEMO_DIR / "notes", doc_dir / "notes")
-    text = (DEMO_DIR / "demo.dlm").read_text("utf-8")
-    for key, value in SMALL.items():
-        text, n = re.subn(rf"(?m)^(\s*{key}:) .*$", rf"\g<1> {value}", text)
-        assert n == 1, key
-    (doc_dir / "d.dlm").write_text(text, "utf-8")
+    write_demo(doc_dir, name="d.dlm", base_model="../mybase", **SMALL)
     return repo
 
 

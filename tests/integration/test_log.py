@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 from dlm_git.hashing import canonical_json, sha256_bytes
+from tests.support.verified import DOC
 
 pytestmark = pytest.mark.slow
-
-DOC = "demo"
 
 
 def log_json(forge: Any, *args: str) -> list[dict[str, Any]]:

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from dlm_git import numerics
+from dlm_git.numerics import probe, table
+from tests.support.env import subprocess_env
 from tests.support.golden import FixtureRun, train_fixture_at
 
 pytestmark = pytest.mark.skipif(
-    numerics._machine() != "x86_64"
-    or numerics.cannot_run(numerics.PROFILES[numerics.X86_64_V3]) is not None,
+    probe.machine() != "x86_64" or probe.cannot_run(table.PROFILES[table.X86_64_V3]) is not None,
     reason="needs an x86-64 CPU with AVX2",
 )
 
@@ -49,7 +49,7 @@ def train(root: Path, name: str, profile: str, outer: dict[str, str]) -> Fixture
 def portable_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, FixtureRun]:
     root = tmp_path_factory.mktemp("portable")
     return {
-        label: train(root, f"run-{i}", numerics.X86_64_V3, env)
+        label: train(root, f"run-{i}", table.X86_64_V3, env)
         for i, (label, env) in enumerate(OTHER_MACHINES.items())
     }
 
@@ -74,16 +74,14 @@ def test_native_sees_the_difference_the_portable_profile_removes(
 ) -> None:
     portable = portable_runs["this machine"].adapter_sha256
     # native with exactly the portable pins in its environment is the same code path ...
-    pinned = train(tmp_path, "native-pinned", numerics.NATIVE, PORTABLE_PINS)
+    pinned = train(tmp_path, "native-pinned", table.NATIVE, PORTABLE_PINS)
     assert pinned.adapter_sha256 == portable
     assert pinned.lock["determinism_flags"]["cpu_capability"] == "AVX2"
     # ... and another ATen capability or another MKL path changes the bits.
-    no_simd = train(tmp_path, "native-default", numerics.NATIVE, OTHER_MACHINES["no-simd ATen"])
+    no_simd = train(tmp_path, "native-default", table.NATIVE, OTHER_MACHINES["no-simd ATen"])
     assert no_simd.lock["determinism_flags"]["cpu_capability"] == "DEFAULT"
     assert no_simd.adapter_sha256 != portable
-    mkl = train(
-        tmp_path, "native-mkl", numerics.NATIVE, {**PORTABLE_PINS, "MKL_CBWR": "COMPATIBLE"}
-    )
+    mkl = train(tmp_path, "native-mkl", table.NATIVE, {**PORTABLE_PINS, "MKL_CBWR": "COMPATIBLE"})
     assert mkl.lock["determinism_flags"]["mkl_cbwr"] == "COMPATIBLE"
     assert mkl.adapter_sha256 != portable
     native_flags = no_simd.lock["determinism_flags"]
@@ -92,13 +90,11 @@ def test_native_sees_the_difference_the_portable_profile_removes(
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
     return subprocess.run(
         [sys.executable, "-m", "dlm_git", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env=subprocess_env(**(env or {})),
         check=False,
     )
 

@@ -11,7 +11,6 @@ Stage commands call `dlm-git` from PATH, so PATH starts with this interpreter's 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,8 @@ import yaml
 
 from dlm_git.dvcfiles import find_out, parse_dvc_lock
 from dlm_git.hashing import canonical_json, sha256_bytes
-from tests.support.gitrepo import git
+from tests.support.env import subprocess_env
+from tests.support.gitrepo import git, init_repo
 
 pytestmark = pytest.mark.slow
 
@@ -45,18 +45,12 @@ class Result:
     seconds: float
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)  # already hermetic: tests/conftest.py's session fixture
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
-
-
 def run(repo: Path, *cmd: str) -> Result:
     started = time.perf_counter()
     proc = subprocess.run(
         list(cmd),
         cwd=repo,
-        env=_env(),
+        env=subprocess_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -118,11 +112,7 @@ class PipelineRepo:
 def pipeline_repo(tmp_path_factory: pytest.TempPathFactory) -> PipelineRepo:
     """`git init`, `dlm-git init --doc notes-doc --no-hooks`, `dvc repro`, commit all."""
     repo = tmp_path_factory.mktemp("pipeline") / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    git(repo, "config", "user.name", "dlm-git tests")
-    git(repo, "config", "user.email", "tests@dlm-git.invalid")
-    git(repo, "config", "commit.gpgsign", "false")
+    init_repo(repo)
     init = ok(dlm_git(repo, "init", "--doc", DOC, "--no-hooks"))
     repro = ok(dvc(repo, "repro"))
     print(f"\n[timing] first `dvc repro` (init'ed starter doc): {repro.seconds:.1f} s")

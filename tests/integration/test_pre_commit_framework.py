@@ -1,6 +1,6 @@
 """dlm-git's hooks under the real pre-commit framework (`pre-commit`, PyPI, 4.x).
 
-In a copy of a trained repository (tests/falsifiability/forgery.py), a
+In a copy of a trained repository (tests/support/verified.py), a
 `.pre-commit-config.yaml` declares the hooks, `pre-commit install` writes the framework's
 own git hooks, and real `git commit` / `git push` run them: a `.dlm` edited without
 retraining is refused, the same edit retrained (`dvc repro`) is accepted, and the push
@@ -18,7 +18,6 @@ Both hooks are `language: system`: the framework builds no environment and runs
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -26,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.forge import load_forgery
+from tests.support.env import subprocess_env
+from tests.support.verified import copy_repo
 
 pytestmark = pytest.mark.slow
 
@@ -64,12 +64,8 @@ def checkout_config() -> str:
 def env(tmp_path: Path) -> dict[str, str]:
     """The test venv's bin first on PATH (the framework's `python`, and dvc), the
     framework's store in tmp."""
-    e = dict(os.environ)
-    e["PATH"] = str(VENV_BIN) + os.pathsep + e.get("PATH", "")
-    e["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
-    e["DVC_NO_ANALYTICS"] = "1"
-    for name in ("GIT_DIR", "GIT_INDEX_FILE", "PRE_COMMIT"):
-        e.pop(name, None)
+    e = subprocess_env(PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"))
+    e.pop("PRE_COMMIT", None)
     return e
 
 
@@ -87,7 +83,7 @@ def test_framework_refuses_a_stale_commit_and_accepts_the_retrained_one(
     config: str, verified_repo: Path, tmp_path: Path
 ) -> None:
     text = documented_config() if config == "local" else checkout_config()
-    repo = load_forgery().copy_repo(verified_repo, tmp_path / "repo")
+    repo = copy_repo(verified_repo, tmp_path / "repo")
     (repo / ".pre-commit-config.yaml").write_text(text, "utf-8")
     ok(sh(repo, tmp_path, "git", "add", ".pre-commit-config.yaml"))
     ok(sh(repo, tmp_path, "git", "commit", "-q", "--no-verify", "-m", "pre-commit config"))

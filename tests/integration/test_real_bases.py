@@ -27,7 +27,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import DEMO_DIR, DOC_NAME
+from tests.support.cli import one_line_error
+from tests.support.demo import write_demo
+from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
 
 pytestmark = pytest.mark.slow
@@ -40,33 +42,11 @@ def cli(*args: object, cwd: Path | None = None, env: dict[str, str] | None = Non
     return subprocess.run(
         [sys.executable, "-m", "dlm_git", *map(str, args)],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env=subprocess_env(**(env or {})),
         capture_output=True,
         text=True,
         timeout=900,
     )
-
-
-def write_doc(doc_dir: Path, base_model: str, **training: str) -> Path:
-    """The demo document on `base_model`, with a quick training config."""
-    shutil.copytree(DEMO_DIR / "notes", doc_dir / "notes")
-    text = (DEMO_DIR / DOC_NAME).read_text("utf-8")
-    text = text.replace("base_model: builtin:tiny", f"base_model: {base_model}")
-    for key, value in {**QUICK, **training}.items():
-        text, n = re.subn(rf"(?m)^(  {key}:) .*$", rf"\g<1> {value}", text)
-        if n == 0:
-            text = text.replace("  seed: 42\n", f"  seed: 42\n  {key}: {value}\n")
-    path = doc_dir / DOC_NAME
-    path.write_text(text, "utf-8")
-    return path
-
-
-def one_line_error(proc: Any) -> str:
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="session")
@@ -124,17 +104,15 @@ def pipeline_repo(tmp_path: Path, doc: str, base_model: str) -> Path:
     proc = cli("init", "--doc", doc, "--no-hooks", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     shutil.rmtree(repo / doc)
-    write_doc(repo / doc, base_model)
-    (repo / doc / DOC_NAME).rename(repo / doc / f"{doc}.dlm")
+    write_demo(repo / doc, name=f"{doc}.dlm", base_model=base_model, **QUICK)
     return repo
 
 
 def dvc(repo: Path, *args: str, env: dict[str, str] | None = None) -> Any:
-    path = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     return subprocess.run(
         [sys.executable, "-m", "dvc", *args],
         cwd=repo,
-        env={**os.environ, "PATH": path, **(env or {})},
+        env=subprocess_env(**(env or {})),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -228,7 +206,7 @@ def test_each_family_trains_on_its_own_module_names(
 ) -> None:
     revision, snap = snapshot_of(hub, repo_id)
     doc_dir = init_repo(tmp_path / "repo") / "d"
-    write_doc(doc_dir, f"hf:{repo_id}@{revision}")
+    write_demo(doc_dir, base_model=f"hf:{repo_id}@{revision}", **QUICK)
     env = {"HF_HUB_CACHE": str(hub)}
     proc = cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -268,8 +246,8 @@ def test_a_pickle_only_base_is_refused_without_loading_it(tmp_path: Path) -> Non
     (base / "model.safetensors").unlink()
     (base / "pytorch_model.bin").write_bytes(pickle.dumps(_Explode(str(marker))))
     doc_dir = tmp_path / "repo" / "d"
-    write_doc(doc_dir, "../base")
-    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"))
+    write_demo(doc_dir, base_model="../base", **QUICK)
+    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"), 1)
     assert "pytorch_model.bin" in line and "safetensors" in line, line
     assert not marker.exists()
 
@@ -292,8 +270,8 @@ def test_an_architecture_only_custom_code_provides_is_refused(tmp_path: Path) ->
     }
     (base / "config.json").write_text(json.dumps(config), "utf-8")
     doc_dir = tmp_path / "repo" / "d"
-    write_doc(doc_dir, "../base")
-    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"))
+    write_demo(doc_dir, base_model="../base", **QUICK)
+    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"), 1)
     assert "config.json" in line and "modeling_x.py" in line and "x-model" in line, line
     assert not marker.exists()
 
@@ -307,8 +285,8 @@ def test_a_tokenizer_only_custom_code_provides_is_refused(tmp_path: Path) -> Non
     tok["auto_map"] = {"AutoTokenizer": ["tokenization_x.XTokenizer", None]}
     (base / "tokenizer_config.json").write_text(json.dumps(tok), "utf-8")
     doc_dir = tmp_path / "repo" / "d"
-    write_doc(doc_dir, "../base")
-    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"))
+    write_demo(doc_dir, base_model="../base", **QUICK)
+    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"), 1)
     assert "tokenizer_config.json" in line and "XTokenizer" in line, line
     assert not marker.exists()
 
@@ -321,7 +299,7 @@ def test_a_native_model_type_trains_natively_despite_an_auto_map(tmp_path: Path)
     config["auto_map"] = {"AutoModelForCausalLM": "modeling_x.XForCausalLM"}
     (base / "config.json").write_text(json.dumps(config), "utf-8")
     doc_dir = tmp_path / "repo" / "d"
-    write_doc(doc_dir, "../base")
+    write_demo(doc_dir, base_model="../base", **QUICK)
     proc = cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license")
     assert proc.returncode == 0, proc.stderr
     assert not marker.exists()
@@ -337,7 +315,7 @@ def test_gradient_checkpointing_is_recorded_and_gives_the_same_bits_on_cpu(
     for on in (False, True):
         doc_dir = init_repo(tmp_path / f"repo-{on}") / "d"
         extra = {"gradient_checkpointing": "true"} if on else {}
-        write_doc(doc_dir, "builtin:tiny", **extra)
+        write_demo(doc_dir, base_model="builtin:tiny", **QUICK, **extra)
         proc = cli("train", doc_dir, "-q", "--device", "cpu", "--json")
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout)
@@ -355,13 +333,13 @@ def test_gradient_checkpointing_is_recorded_and_gives_the_same_bits_on_cpu(
 
 def test_base_build_misuse_is_one_line(tmp_path: Path) -> None:
     proc = cli("base", "build", "gpt-9", "--out", tmp_path / "x")
-    assert "unknown architecture 'gpt-9'" in one_line_error(proc)
+    assert "unknown architecture 'gpt-9'" in one_line_error(proc, 1)
     proc = cli("base", "build", "pythia-70m")
     assert proc.returncode == 2 and "nothing to build into" in proc.stderr
     proc = cli("base", "build", "pythia-70m", "--out", tmp_path / "x", "--layers", "0")
-    assert "--layers 0" in one_line_error(proc)
+    assert "--layers 0" in one_line_error(proc, 1)
     proc = cli("base", "build", "pythia-70m", "--hf-cache", tmp_path, "--repo-id", "../../etc")
-    assert "org/name" in one_line_error(proc)
+    assert "org/name" in one_line_error(proc, 1)
 
 
 def test_base_build_never_replaces_a_directory_it_did_not_build(tmp_path: Path) -> None:
@@ -369,7 +347,7 @@ def test_base_build_never_replaces_a_directory_it_did_not_build(tmp_path: Path) 
     mine.mkdir()
     (mine / "model.safetensors").write_bytes(b"precious")
     for args in (("pythia-70m", "--layers", "1"), ()):
-        line = one_line_error(cli("base", "build", *args, "--out", mine))
+        line = one_line_error(cli("base", "build", *args, "--out", mine), 1)
         assert "refusing to replace it" in line, line
     assert (mine / "model.safetensors").read_bytes() == b"precious"
 
@@ -381,6 +359,6 @@ def test_a_malformed_base_config_is_one_line(tmp_path: Path, config: bytes) -> N
     base = tiny_copy(tmp_path)
     (base / "config.json").write_bytes(config)
     doc_dir = tmp_path / "repo" / "d"
-    write_doc(doc_dir, "../base")
-    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"))
+    write_demo(doc_dir, base_model="../base", **QUICK)
+    line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"), 1)
     assert "config.json" in line, line

@@ -10,7 +10,6 @@ caught.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
 from tests.support.s3 import S3Server, s3_server
 
@@ -34,8 +34,7 @@ def s3() -> Iterator[S3Server]:
 
 
 def run(cwd: Path, s3: S3Server, *args: str) -> subprocess.CompletedProcess[str]:
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "PATH": path, "DVC_NO_ANALYTICS": "1", **s3.env}
+    env = subprocess_env(**s3.env)
     return subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -171,8 +170,7 @@ def test_verify_fetch_never_fetches_what_a_malformed_record_names(
 def pre_push(repo: Path, s3: S3Server) -> subprocess.CompletedProcess[str]:
     sha = git(repo, "rev-parse", "HEAD").strip()
     line = f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n"
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "PATH": path, "DVC_NO_ANALYTICS": "1", **s3.env}
+    env = subprocess_env(**s3.env)
     return subprocess.run(
         [sys.executable, "-m", "dlm_git.hooks.pre_push", "origin", "x"],
         cwd=repo,

@@ -5,24 +5,23 @@ dlm-git.signingKey; never a committed file) and is skipped where there is none."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
 
 pytestmark = pytest.mark.slow
 
 
 def run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return subprocess.run(
         list(args),
         cwd=cwd,
-        env={**os.environ, "PATH": path, **env},
+        env=subprocess_env(**env),
         capture_output=True,
         text=True,
         timeout=900,

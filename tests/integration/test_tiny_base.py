@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +16,14 @@ from dlm_git.base.tiny import (
     tiny_dir,
     tiny_spec_hash,
 )
+from tests.support.env import subprocess_env
+from tests.support.files import snapshot
 
 pytestmark = pytest.mark.slow
 
 BUILD = "import sys, pathlib; from dlm_git.base.tiny import build_tiny_base; " + (
     "build_tiny_base(pathlib.Path(sys.argv[1]))"
 )
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +36,7 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         cwd = root / f"cwd{i}" / ("nested" * i)
         cwd.mkdir(parents=True)
         dest = root / f"out{i}" / "tiny"
-        env = {**os.environ, "PYTHONHASHSEED": seed, "OMP_NUM_THREADS": str(i + 1)}
+        env = subprocess_env(PYTHONHASHSEED=seed, OMP_NUM_THREADS=str(i + 1))
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-c", BUILD, str(dest)],
@@ -62,7 +55,7 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_two_builds_are_byte_identical(two_builds: tuple[Path, Path]) -> None:
     a, b = two_builds
-    ta, tb = tree(a), tree(b)
+    ta, tb = snapshot(a), snapshot(b)
     assert sorted(ta) == [
         "config.json",
         SPEC_FILE,
@@ -134,6 +127,6 @@ def test_ensure_tiny_base_builds_once(
     assert {p.name: p.stat().st_mtime_ns for p in second.iterdir()} == stamps
     assert second.stat().st_ino == dir_ino
     # built in this process, it is byte-identical to the subprocess builds
-    assert tree(first) == tree(two_builds[0])
+    assert snapshot(first) == snapshot(two_builds[0])
     # only the base and its lock file sit in the cache
     assert sorted(p.name for p in cache.iterdir()) == sorted([first.name, first.name + ".lock"])

@@ -7,33 +7,30 @@ Documents pull a directory of small generated files in through `training.sources
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
-import random
 import shutil
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import RunCli
+from tests.support.corpus import file_text, make_corpus_doc, write_corpus_doc
+from tests.support.docs import DLM_ID
+from tests.support.env import subprocess_env
+from tests.support.files import tree_state
 from tests.support.gitrepo import git
 
-RunCli = Callable[..., tuple[int, str, str]]
-
-DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
 OTHER_ID = "01M800GRBP0GEV3WAMXAHDD42C"
 N_FILES = 24
 ROWS = N_FILES + 2  # the sources, one prose section and one instruction pair
-VOCAB = (
-    "adapter lock manifest hash tensor seed replay verify commit tree blob cache token "
-    "sequence window prose answer question source document base model revision merkle"
-)
 BODY = """
 # Cached notes
 
@@ -56,48 +53,8 @@ FAST = """\
 """
 
 
-def file_text(i: int, version: int = 0) -> str:
-    rng, vocab = random.Random(i * 1000 + version), VOCAB.split()
-    words = " ".join(rng.choice(vocab) for _ in range(rng.randint(25, 60)))
-    return f"# File {i} v{version}\n\n{words}.\n"
-
-
-def write_doc(
-    doc_dir: Path,
-    *,
-    name: str = "doc.dlm",
-    dlm_id: str = DLM_ID,
-    seq_len: int = 64,
-    training: str = "",
-    cache_yaml: str = "",
-) -> Path:
-    lines = [
-        "---",
-        f"dlm_id: {dlm_id}",
-        "base_model: builtin:tiny",
-        "system_prompt: Answer briefly.",
-        "training:",
-        f"  sequence_len: {seq_len}",
-        *training.rstrip("\n").splitlines(),
-        "  sources:",
-        "    - path: corpus",
-        '      include: ["*.md"]',
-    ]
-    if cache_yaml:
-        lines += ["  cache:", *(f"    {line}" for line in cache_yaml.strip().splitlines())]
-    doc = doc_dir / name
-    doc.write_text("\n".join([*lines, "---"]) + "\n" + BODY, "utf-8")
-    return doc
-
-
-def make_doc(repo: Path, n_files: int = N_FILES, **kwargs: Any) -> Path:
-    """`<repo>/doc/doc.dlm` with `n_files` generated sources in `<repo>/doc/corpus/`."""
-    doc_dir = repo / "doc"
-    (doc_dir / "corpus").mkdir(parents=True)
-    for i in range(n_files):
-        (doc_dir / "corpus" / f"f{i:02d}.md").write_text(file_text(i), "utf-8")
-    write_doc(doc_dir, **kwargs)
-    return doc_dir
+write_doc = functools.partial(write_corpus_doc, body=BODY, seq_len=64)
+make_doc = functools.partial(make_corpus_doc, n_files=N_FILES, body=BODY, seq_len=64)
 
 
 def cache_dir(repo: Path) -> Path:
@@ -119,16 +76,6 @@ def runs(root: Path) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY id")]
     finally:
         conn.close()
-
-
-def tree_state(root: Path) -> dict[str, tuple[int, int, bytes]]:
-    """Every file under `root`: (size, mtime_ns, bytes)."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            out[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, p.read_bytes())
-    return out
 
 
 def json_of(run_cli: RunCli, *args: object) -> Any:
@@ -356,7 +303,7 @@ def test_clear_asks_and_refuses_without_a_terminal(
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        env=dict(os.environ),
+        env=subprocess_env(),
     )
     assert proc.returncode == 2 and "--force" in proc.stderr
     assert len(entry_files(root)) == ROWS

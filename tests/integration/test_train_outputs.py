@@ -10,22 +10,21 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dlm_git.hashing import canonical_json, canonical_json_sha256, digest_safetensors
+from tests.support.cli import RunCli
+from tests.support.demo import DEVICE_ARGS, Trained
+from tests.support.env import subprocess_env
 from tests.support.gitrepo import git
 
 pytestmark = pytest.mark.slow
 
 # The fixtures `trained_once`, `trained_repo`, `train` and `run_cli` come from conftest.py.
-RunCli = Callable[..., tuple[int, str, str]]
-Trained = Any
 DOC_NAME = "demo.dlm"
-DEVICE_ARGS = ("--device", "cpu")
 COMMITTED = ("dlm.lock", "manifest.json", "metrics.json", "train_loss.tsv")
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 TEXT_OUTPUTS = (*COMMITTED, "adapter/adapter_config.json")
@@ -61,7 +60,7 @@ def test_retraining_in_a_fresh_process_is_byte_identical(
     for name in (*COMMITTED, "run.json"):
         (doc_dir / name).unlink()
     shutil.rmtree(doc_dir / "adapter")
-    env = dict(os.environ)
+    env = subprocess_env()
     env["PYTHONHASHSEED"] = "1" if os.environ.get("PYTHONHASHSEED") == "4242" else "4242"
     proc = subprocess.run(
         [sys.executable, "-m", "dlm_git", "train", "demo", "-q", *DEVICE_ARGS],

@@ -13,7 +13,6 @@ token cache's own path), which are compared by name.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import DEVICE_ARGS, write_fast_demo
+from tests.support.demo import DEVICE_ARGS, write_fast_demo
+from tests.support.env import subprocess_env
 from tests.support.gitrepo import init_repo
 from tests.support.terminal import run_on_terminal
 
@@ -88,7 +88,7 @@ def piped(doc_dir: Path, env: dict[str, str], *flags: str) -> None:
 def reference(tmp_path_factory: pytest.TempPathFactory, base_cache: Path) -> dict[str, Any]:
     """The records of the plain piped run (what `dvc repro` and CI write)."""
     doc_dir = fresh_document(tmp_path_factory.mktemp("piped"))
-    piped(doc_dir, dict(os.environ))
+    piped(doc_dir, subprocess_env())
     out = records(doc_dir)
     boundaries = [n for n in out if n.startswith("segments/") and n.endswith(".json")]
     assert len(boundaries) >= 3, sorted(out)  # step 0, every step, the last step
@@ -110,7 +110,7 @@ def test_records_on_a_terminal_are_the_piped_records(
     flags, extra_env = VARIANTS[variant]
     doc_dir = fresh_document(tmp_path)
     code, screen = run_on_terminal(
-        train_args(doc_dir, *flags), doc_dir.parent, {**os.environ, **extra_env}
+        train_args(doc_dir, *flags), doc_dir.parent, subprocess_env(**extra_env)
     )
     assert code == 0, screen
     shows_bar = not flags
@@ -124,7 +124,7 @@ def test_records_on_a_terminal_are_the_piped_records(
 
 def test_a_library_log_level_changes_no_record(reference: dict[str, Any], tmp_path: Path) -> None:
     doc_dir = fresh_document(tmp_path)
-    piped(doc_dir, {**os.environ, "TRANSFORMERS_VERBOSITY": "debug", "PYTHONWARNINGS": "always"})
+    piped(doc_dir, subprocess_env(TRANSFORMERS_VERBOSITY="debug", PYTHONWARNINGS="always"))
     got = records(doc_dir)
     differ = [name for name in sorted(reference) if got.get(name) != reference[name]]
     assert differ == [] and sorted(got) == sorted(reference), differ

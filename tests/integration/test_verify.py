@@ -2,7 +2,7 @@
 no side effects on the work tree or index, CANNOT_VERIFY without the DVC cache, and no
 pickle ever read.
 
-Uses the trained repository of the falsifiability suite (tests/falsifiability/forgery.py,
+Uses the trained repository of the falsifiability suite (tests/support/verified.py,
 built once per session and copied per test).
 """
 
@@ -17,10 +17,19 @@ from typing import Any
 
 import pytest
 
+from tests.support.env import run
+from tests.support.gitrepo import git
+from tests.support.verdicts import Result, assert_caught, assert_verified
+from tests.support.verified import DOC
+
 pytestmark = pytest.mark.slow
 
 VERIFY_MODULES = [
-    "dlm_git/verify/checks.py",
+    "dlm_git/contract/records.py",
+    "dlm_git/contract/adapter.py",
+    "dlm_git/contract/sources.py",
+    "dlm_git/docat.py",
+    "dlm_git/verify/hashlevel.py",
     "dlm_git/verify/commit.py",
     "dlm_git/verify/replay.py",
     "dlm_git/verify/report.py",
@@ -38,12 +47,12 @@ def head(forge: Any, rev: str = "HEAD") -> str:
 # --------------------------------------------------------------------------- defaults
 
 
-def test_defaults_to_head_at_hash_level(forge: Any, forgery: Any) -> None:
+def test_defaults_to_head_at_hash_level(forge: Any) -> None:
     result = forge.verify()  # no COMMIT, no --level
-    forgery.assert_verified(result)
+    assert_verified(result)
     assert result.doc["level"] == "hash"
     assert result.doc["commit"] == head(forge)
-    assert result.doc["doc"] == forgery.DOC
+    assert result.doc["doc"] == DOC
 
 
 def test_human_output(forge: Any) -> None:
@@ -54,25 +63,25 @@ def test_human_output(forge: Any) -> None:
     assert any(line.split()[:3] == ["demo", "adapter.sha256", "ok"] for line in lines)
 
 
-def test_older_commit(forge: Any, forgery: Any) -> None:
+def test_older_commit(forge: Any) -> None:
     """A later commit that breaks the record does not change what an older one proves;
     `git dlm verify HEAD~1` works through git's own dispatch."""
     trained = head(forge)
-    notes = forge.root / forgery.DOC / "notes"
+    notes = forge.root / DOC / "notes"
     first = sorted(notes.iterdir())[0]
     first.write_text(first.read_text() + "\nedited after training\n")
     forge.commit("edit a source after training")
-    forgery.assert_caught(forge.verify("HEAD"), "sources.root")
+    assert_caught(forge.verify("HEAD"), "sources.root")
 
-    proc = forgery.run(["git", "dlm", "verify", "HEAD~1", "--json"], forge.root, check=False)
-    result = forgery.Result(proc.returncode, proc.stdout, proc.stderr)
-    forgery.assert_verified(result)
+    proc = run(["git", "dlm", "verify", "HEAD~1", "--json"], forge.root, check=False)
+    result = Result(proc.returncode, proc.stdout, proc.stderr)
+    assert_verified(result)
     assert result.doc["commit"] == trained
     by_sha = forge.verify(trained)
-    forgery.assert_verified(by_sha)
+    assert_verified(by_sha)
 
 
-def test_doc_filter(forge: Any, forgery: Any) -> None:
+def test_doc_filter(forge: Any) -> None:
     """Two documents in params.yaml, only one trained: --doc picks one."""
     import yaml
 
@@ -90,15 +99,15 @@ def test_doc_filter(forge: Any, forgery: Any) -> None:
     everything = forge.verify("HEAD")
     assert everything.code == 1
     docs = {d["doc"]: d for d in everything.payload["documents"]}
-    assert set(docs) == {forgery.DOC, "other"}
-    assert docs[forgery.DOC]["verdict"] == "VERIFIED"
+    assert set(docs) == {DOC, "other"}
+    assert docs[DOC]["verdict"] == "VERIFIED"
     assert docs["other"]["verdict"] == "FAILED"
     assert next(c for c in docs["other"]["checks"] if not c["ok"])["name"] == "manifest.parse"
 
-    for arg in (forgery.DOC, f"{forgery.DOC}/{forgery.DOC}.dlm"):
+    for arg in (DOC, f"{DOC}/{DOC}.dlm"):
         only = forge.verify("HEAD", "--doc", arg)
-        forgery.assert_verified(only)
-        assert [d["doc"] for d in only.payload["documents"]] == [forgery.DOC]
+        assert_verified(only)
+        assert [d["doc"] for d in only.payload["documents"]] == [DOC]
     assert forge.verify("HEAD", "--doc", "other").code == 1
 
 
@@ -151,7 +160,7 @@ def test_not_a_commit_names_it(forge: Any) -> None:
 # --------------------------------------------------------------------------- side effects
 
 
-def _state(root: Path, forgery: Any) -> dict[str, Any]:
+def _state(root: Path) -> dict[str, Any]:
     files = {
         p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
@@ -160,42 +169,42 @@ def _state(root: Path, forgery: Any) -> dict[str, Any]:
         and p.relative_to(root).parts[:2] != (".dvc", "tmp")
     }
     return {
-        "status": forgery.git(root, "status", "--porcelain", "--ignored", "--untracked=all"),
+        "status": git(root, "status", "--porcelain", "--ignored", "--untracked=all"),
         "index": (root / ".git" / "index").read_bytes(),
-        "head": forgery.git(root, "rev-parse", "HEAD"),
-        "refs": forgery.git(root, "for-each-ref"),
+        "head": git(root, "rev-parse", "HEAD"),
+        "refs": git(root, "for-each-ref"),
         "files": files,
     }
 
 
-def test_never_modifies_worktree_or_index(forge: Any, forgery: Any) -> None:
+def test_never_modifies_worktree_or_index(forge: Any) -> None:
     """Hash and replay levels on a dirty tree (one staged edit, one unstaged edit, one
     untracked file): verify HEAD still verifies the commit, and leaves everything as it
     was, byte for byte (.git/index included)."""
-    doc = forge.root / forgery.DOC / f"{forgery.DOC}.dlm"
+    doc = forge.root / DOC / f"{DOC}.dlm"
     doc.write_text(doc.read_text() + "\nStaged, not committed.\n")
     forge.git("add", str(doc))
-    note = sorted((forge.root / forgery.DOC / "notes").iterdir())[0]
+    note = sorted((forge.root / DOC / "notes").iterdir())[0]
     note.write_text(note.read_text() + "\nUnstaged.\n")
     (forge.root / "scratch.txt").write_text("untracked\n")
-    before = _state(forge.root, forgery)
+    before = _state(forge.root)
     assert before["status"]
 
-    forgery.assert_verified(forge.verify("HEAD"))
-    assert _state(forge.root, forgery) == before
+    assert_verified(forge.verify("HEAD"))
+    assert _state(forge.root) == before
     replay = forge.verify_cli("HEAD", "--level", "replay")
     assert replay.code == 0 and replay.verdict == "BITWISE", replay.explain()
-    assert _state(forge.root, forgery) == before
+    assert _state(forge.root) == before
 
 
 # --------------------------------------------------------------------------- availability
 
 
-def test_cannot_verify_without_dvc_cache(forge: Any, forgery: Any) -> None:
+def test_cannot_verify_without_dvc_cache(forge: Any) -> None:
     md5 = forge.out_md5()
     shutil.rmtree(forge.root / ".dvc" / "cache")
     result = forge.verify("HEAD")
-    forgery.assert_caught(result, "adapter.files", verdicts=("CANNOT_VERIFY",))
+    assert_caught(result, "adapter.files", verdicts=("CANNOT_VERIFY",))
     detail = result.first_failure["detail"]
     assert md5 in detail and "dvc fetch" in detail and "dvc pull" in detail
     assert any("dvc fetch" in n for n in result.doc["notes"])
@@ -234,7 +243,6 @@ def _watch_opens() -> list[str]:
 @pytest.mark.parametrize("keep_safetensors", [True, False], ids=["beside", "only"])
 def test_base_pickle_is_never_opened(
     forge: Any,
-    forgery: Any,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     keep_safetensors: bool,
@@ -268,9 +276,9 @@ def test_base_pickle_is_never_opened(
     assert str(trap) not in seen and not any(p.endswith(".bin") for p in seen), seen
     if keep_safetensors:
         assert str(base / "model.safetensors") in seen  # the hook does see what verify opens
-        forgery.assert_verified(result)
+        assert_verified(result)
     else:
-        forgery.assert_caught(result, "adapter.structure")
+        assert_caught(result, "adapter.structure")
         identity = result.check("base.identity")
         assert not identity["ok"] and "pytorch_model.bin" in identity["detail"]
         assert "never loads pickle" in identity["detail"], result.explain()

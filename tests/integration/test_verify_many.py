@@ -25,6 +25,8 @@ import dlm_git.verify.commit  # noqa: F401 (verify's modules bound to the real f
 from dlm_git import dvcfiles
 from dlm_git.base import resolve
 from tests.support.copies import copy_document
+from tests.support.verdicts import assert_verified
+from tests.support.verified import ADAPTER_OUT, DOC
 
 pytestmark = pytest.mark.slow
 
@@ -80,17 +82,15 @@ def verdicts(result: Any) -> dict[str, str]:
     return {d["doc"]: d["verdict"] for d in result.payload["documents"]}
 
 
-def test_what_a_commit_shares_is_read_once(
-    forge: Any, forgery: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_what_a_commit_shares_is_read_once(forge: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     one, spent_one = verify_counting(forge, monkeypatch)
-    forgery.assert_verified(one)
+    assert_verified(one)
     copies = [f"copy{i}" for i in range(5)]
-    copy_document(forge.root, forgery.DOC, copies)
+    copy_document(forge.root, DOC, copies)
     forge.commit("five copies of the document")
 
     six, spent_six = verify_counting(forge, monkeypatch)
-    assert verdicts(six) == dict.fromkeys([forgery.DOC, *copies], "VERIFIED"), six.explain()
+    assert verdicts(six) == dict.fromkeys([DOC, *copies], "VERIFIED"), six.explain()
     assert six.code == 0
     git, dvc_lock, base = spent_six
     assert dvc_lock == 1, "dvc.lock is parsed once for all the documents"
@@ -98,10 +98,10 @@ def test_what_a_commit_shares_is_read_once(
     assert git <= spent_one[0], "git processes grow with the number of documents"
 
 
-def test_each_document_is_judged_as_it_is_alone(forge: Any, forgery: Any) -> None:
+def test_each_document_is_judged_as_it_is_alone(forge: Any) -> None:
     """Forged documents first, between and last: each verdict is the one `--doc` gives."""
     names = ["a-forged-base", "b-good", "c-edited", "d-good", "e-no-adapter"]
-    copy_document(forge.root, forgery.DOC, names)
+    copy_document(forge.root, DOC, names)
     root = forge.root
 
     # lock and manifest agree on a base whose tensors are not the shared base's
@@ -125,12 +125,10 @@ def test_each_document_is_judged_as_it_is_alone(forge: Any, forgery: Any) -> Non
     whole = verdicts(result)
     forged = next(d for d in result.payload["documents"] if d["doc"] == "a-forged-base")
     assert [c["name"] for c in forged["checks"] if not c["ok"]] == ["base.identity"]
-    alone = {
-        name: verdicts(forge.verify("HEAD", "--doc", name))[name] for name in [forgery.DOC, *names]
-    }
+    alone = {name: verdicts(forge.verify("HEAD", "--doc", name))[name] for name in [DOC, *names]}
     assert whole == alone
     assert whole == {
-        forgery.DOC: "VERIFIED",
+        DOC: "VERIFIED",
         "a-forged-base": "FAILED",
         "b-good": "VERIFIED",
         "c-edited": "FAILED",
@@ -139,11 +137,11 @@ def test_each_document_is_judged_as_it_is_alone(forge: Any, forgery: Any) -> Non
     }
 
 
-def test_copies_are_documents_of_their_own(forge: Any, forgery: Any) -> None:
+def test_copies_are_documents_of_their_own(forge: Any) -> None:
     """The builder the benchmark uses: copies are listed, recorded and distinct."""
-    copy_document(forge.root, forgery.DOC, ["x"])
+    copy_document(forge.root, DOC, ["x"])
     root: Path = forge.root
     assert (root / "x" / "x.dlm").is_file() and not (root / "x" / "adapter").exists()
     lock = forge.dvc_lock()
     assert lock["stages"]["train@x"]["cmd"].split()[:3] == ["dlm-git", "train", "x"]
-    assert forge.out_md5("x/adapter") == forge.out_md5(forgery.ADAPTER_OUT)
+    assert forge.out_md5("x/adapter") == forge.out_md5(ADAPTER_OUT)

@@ -1,34 +1,44 @@
-"""Real git repositories for tests: one `git` runner and one repository builder.
+"""Real git repositories for tests: the one `git` runner and the repository builders.
 
-Every test that drives git does it through these (or through `forgery.git`, which adds the
-test venv's environment), so a change to how tests call git is made once.
+`git()` runs git in the isolated environment of `tests/support/env.py` (as `Forge.git`
+and the hook helpers do through it); a test that needs git's raw bytes calls `subprocess`
+itself and still inherits that isolation, which tests/conftest.py puts into the test
+process's environment for the whole session.
 """
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 
+from tests.support.env import GIT_SETTINGS, run
 
-def git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
-    """Run git in `repo` and return its stdout (raises on failure); `env` replaces the
-    environment (e.g. with `GIT_INDEX_FILE`)."""
-    return subprocess.run(
-        ["git", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-        env=dict(env) if env is not None else None,
-    ).stdout
+
+def git(repo: Path, *args: str, check: bool = True, **env: str) -> str:
+    """Run git in `repo` and return its stdout; `env` is added to the isolated environment
+    (e.g. `GIT_INDEX_FILE=...`); with `check`, a failure fails the test with git's output."""
+    return run(["git", *args], repo, check=check, **env).stdout
+
+
+def head(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+LOCAL_SETTINGS = ("user.name", "user.email", "commit.gpgsign")
+"""The session's settings a test repository also keeps in its own config, so that a copy
+of it commits the same under any environment."""
 
 
 def init_repo(repo: Path) -> Path:
-    """An empty git work tree at `repo` with a local identity and no signing."""
+    """An empty git work tree at `repo` with the tests' identity and no signing."""
     repo.mkdir(parents=True, exist_ok=True)
     git(repo, "init", "-q")
-    git(repo, "config", "user.name", "dlm-git tests")
-    git(repo, "config", "user.email", "tests@dlm-git.invalid")
-    git(repo, "config", "commit.gpgsign", "false")
+    for key in LOCAL_SETTINGS:
+        git(repo, "config", key, GIT_SETTINGS[key])
     return repo
+
+
+def commit_all(repo: Path, message: str) -> str:
+    """Stage everything and commit it past any hook (`--no-verify`); the new HEAD."""
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--no-verify", "--allow-empty", "-m", message)
+    return head(repo)

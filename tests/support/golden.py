@@ -21,7 +21,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json, canonical_json_sha256, sha256_bytes
 from dlm_git.layout import LOCK_NAME
+from tests.support.env import subprocess_env
 
 GOLDEN_LOCK_VERSION = 1
 GOLDEN_THREADS = 2
@@ -184,9 +184,10 @@ def write_fixture(repo: Path) -> Path:
 def train_env(
     hash_seed: str | None = None, outer: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The environment for a training subprocess: offline, optional fixed hash seed, and
-    `outer` variables on top (e.g. what another CPU's environment would hold)."""
-    env = {**os.environ, **(outer or {})}
+    """The environment for a training subprocess: the tests' isolated one
+    (`tests/support/env.py`), offline, optional fixed hash seed, and `outer` variables on
+    top (e.g. what another CPU's environment would hold)."""
+    env = subprocess_env(**(outer or {}))
     env["HF_HUB_OFFLINE"] = "1"
     env["TRANSFORMERS_OFFLINE"] = "1"
     env.pop("DLM_GIT_THREADS", None)  # --threads is always explicit

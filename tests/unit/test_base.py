@@ -438,7 +438,7 @@ def test_auto_targets_are_each_familys_block_linears() -> None:
     """Llama/Qwen2 projections, GPT-NeoX's fused names, GPT-2's Conv1D; never the head."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from dlm_git.train.run import resolve_targets
+    from dlm_git.train.assemble import resolve_targets
 
     def targets(model_type: str, **config: object) -> list[str]:
         cfg = AutoConfig.for_model(model_type, num_hidden_layers=1, vocab_size=64, **config)

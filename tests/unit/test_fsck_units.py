@@ -1,12 +1,10 @@
-"""The pure pieces of `dlm-git fsck`: the stat-keyed record (trusted only for an unchanged
-stat, racily clean files never recorded, damage ignored), every out of a DVC record with
-malformed ones as errors, the token-cache entry check without a row id, and the human
-output (problem lines cut to a terminal's worth, hostile names escaped)."""
+"""The pure pieces of `dlm-git fsck`: every out of a DVC record with malformed ones as
+errors, the token-cache entry check without a row id, and the human output (problem lines
+cut to a terminal's worth, hostile names escaped). The stat record it trusts is
+`tests/unit/test_statcache.py`'s subject."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,93 +20,11 @@ from dlm_git.cache.entry import (
     is_other_entry_version,
 )
 from dlm_git.dvcfiles import parse_dvc_lock, record_outs
-from dlm_git.history.fsck import (
-    LIST_LIMIT,
-    Area,
-    DvcCounts,
-    Finding,
-    FsckReport,
-    State,
-    TokenCounts,
-    render,
-)
+from dlm_git.fsck.render import LIST_LIMIT, render
+from dlm_git.fsck.report import Area, DvcCounts, Finding, FsckReport, State, TokenCounts
 from dlm_git.history.references import Referrer, is_record
-from dlm_git.history.statrecord import FORMAT, RACY_NS, StatRecord
 from dlm_git.token_stream import RowTokens, Sequence
 from tests.support.gitrepo import git
-
-OLD = time.time_ns() - 10 * RACY_NS
-STAMP = (10, OLD, OLD, 42)
-
-
-# --------------------------------------------------------------------------- stat record
-
-
-def test_record_vouches_only_for_the_same_stat(tmp_path: Path) -> None:
-    path = tmp_path / "record.json"
-    record = StatRecord(path)
-    record.keep("/c/ab/cd", STAMP, "md5:abcd")
-    assert record.save() is None
-    again = StatRecord(path)
-    assert again.verified("/c/ab/cd", STAMP) == "md5:abcd"
-    for changed in ((11, OLD, OLD, 42), (10, OLD + 1, OLD, 42), (10, OLD, OLD + 1, 42)):
-        assert again.verified("/c/ab/cd", changed) is None
-    assert again.verified("/c/ab/cd", (10, OLD, OLD, 43)) is None
-    assert again.verified("/c/other", STAMP) is None
-
-
-def test_racily_clean_files_are_not_recorded(tmp_path: Path) -> None:
-    record = StatRecord(tmp_path / "record.json")
-    now = time.time_ns()
-    record.keep("/fresh", (1, now, now - RACY_NS // 2, 1), "md5:x", seen_ns=now)
-    record.keep("/old", (1, now, now - 2 * RACY_NS, 2), "md5:y", seen_ns=now)
-    assert set(record.new) == {"/old"}
-
-
-def test_only_what_this_run_verified_is_kept(tmp_path: Path) -> None:
-    path = tmp_path / "record.json"
-    first = StatRecord(path)
-    first.keep("/a", STAMP, "md5:a")
-    first.keep("/b", STAMP, "md5:b")
-    first.save()
-    second = StatRecord(path)
-    second.carry("/a", STAMP)  # /b was not seen (gone, changed or bad)
-    second.save()
-    assert set(json.loads(path.read_text())["entries"]) == {"/a"}
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "not json",
-        "[1, 2]",
-        json.dumps({"format": "other", "entries": {}}),
-        json.dumps({"format": FORMAT, "entries": []}),
-        json.dumps({"format": FORMAT, "entries": {"/a": [1, 2, 3, "4", "md5:a"]}}),
-        json.dumps({"format": FORMAT, "entries": {"/a": [1, 2, 3, True, "md5:a"]}}),
-        "[" * 100_000,
-    ],
-)
-def test_a_damaged_record_is_ignored_and_rewritten(tmp_path: Path, text: str) -> None:
-    path = tmp_path / "record.json"
-    path.write_text(text)
-    record = StatRecord(path)
-    assert record.damaged and record.old == {}
-    assert record.save() is None
-    assert json.loads(path.read_text()) == {"format": FORMAT, "entries": {}}
-
-
-def test_disabled_record_trusts_nothing_but_is_written(tmp_path: Path) -> None:
-    path = tmp_path / "record.json"
-    first = StatRecord(path)
-    first.keep("/a", STAMP, "md5:a")
-    first.save()
-    full = StatRecord(path, enabled=False)
-    assert full.verified("/a", STAMP) is None
-    full.keep("/a", STAMP, "md5:a")
-    full.save()
-    assert StatRecord(path).verified("/a", STAMP) == "md5:a"
-
 
 # --------------------------------------------------------------------------- git trees
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -61,9 +60,8 @@ def test_staged_paths_follow_git_index_file(git_repo: Path) -> None:
     git(git_repo, "add", "a")
     assert gitio.staged_paths(git_repo) == ["a"]
     other = git_repo / ".git" / "other-index"
-    env = {**os.environ, "GIT_INDEX_FILE": str(other)}
-    git(git_repo, "read-tree", "HEAD", env=env)
-    git(git_repo, "add", "b", env=env)
+    git(git_repo, "read-tree", "HEAD", GIT_INDEX_FILE=str(other))
+    git(git_repo, "add", "b", GIT_INDEX_FILE=str(other))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GIT_INDEX_FILE", str(other))
         assert gitio.staged_paths(git_repo) == ["b"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlm_git.gitio import _parse_commit
+from dlm_git.gitio.history import _parse_commit
 from dlm_git.history.records import json_object
 from dlm_git.history.tensors import compare
 from dlm_git.lock.policy import classify

@@ -16,7 +16,6 @@ a commit refuses them (`Outside.REFUSE`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,15 +25,8 @@ from dlm_git.doc.parser import parse_document
 from dlm_git.doc.peek import directive_root, leaves_repository, outside_sources
 from dlm_git.doc.sources import Outside, compare_sources, expand_sources
 from dlm_git.hashing import TextForm, canonical_text, digest_text
-
-WriteDoc = Callable[..., Path]
-
-
-def put(root: Path, rel: str, data: bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return path
+from tests.support.docs import WriteDoc
+from tests.support.sources import put
 
 
 def sources_yaml(*paths: str, policy: str = "strict", extra: str = "") -> str:

@@ -4,7 +4,6 @@ commit can add a flag or a package that makes a replay look like another environ
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -13,26 +12,27 @@ import pytest
 
 from dlm_git.lock.errors import LockError
 from dlm_git.lock.io import parse_lock, parse_lock_json
-from tests.unit.test_lock_policy import LOCK
+from tests.support.records import LOCK_RECORD, lock_record
 
 SUBJECT = "demo/dlm.lock"
 
-V3 = {
+V3 = LOCK_RECORD["determinism_flags"]
+"""The flags a dlm-git writes under the portable `x86-64-v3` profile."""
+LEGACY_FLAGS = {
     "cpu_capability": "AVX2",
     "deterministic_algorithms": True,
     "device": "cpu",
+    "interop_threads": 1,
     "machine": "x86_64",
-    "mkl_cbwr": "AVX2,STRICT",
-    "numerics": "x86-64-v3",
-    "onednn_max_cpu_isa": "AVX2",
     "threads": 2,
 }
+"""What a dlm-git wrote before numerics profiles (with `interop_threads`)."""
+LEGACY_VERSIONS = {**LOCK_RECORD["pinned_versions"], "torch": "2.13.0"}
 RANKS = {"world_size": 2, "backend": "gloo", "bucket_elements": 1 << 22, "sharding": "group-stride"}
 
 
 def lock_with(edit: Callable[[dict[str, Any]], None]) -> bytes:
-    obj = copy.deepcopy(LOCK)
-    obj["determinism_flags"] = dict(V3)
+    obj = lock_record(determinism_flags=dict(V3))
     edit(obj)
     return json.dumps(obj).encode("utf-8")
 
@@ -54,7 +54,8 @@ def test_every_record_a_dlm_git_writes_parses() -> None:
         lambda obj: obj["determinism_flags"].pop("numerics"),  # before profiles
     ):
         parse_lock(lock_with(edit), SUBJECT)
-    parse_lock(json.dumps(LOCK).encode(), SUBJECT)  # the legacy shape (interop_threads)
+    legacy = lock_record(determinism_flags=LEGACY_FLAGS, pinned_versions=LEGACY_VERSIONS)
+    parse_lock(json.dumps(legacy).encode(), SUBJECT)  # the legacy shape (interop_threads)
 
 
 @pytest.mark.parametrize(

@@ -13,40 +13,9 @@ from dlm_git.lock.errors import LockError
 from dlm_git.lock.io import parse_lock, read_lock, write_lock
 from dlm_git.lock.policy import Finding, apply_strict, by_severity, classify
 from dlm_git.lock.schema import Lock
+from tests.support.records import lock_record
 
-LOCK: dict[str, Any] = {
-    "base_model": "builtin:tiny",
-    "base_model_revision": "tiny-6e2e54f2131b67ae",
-    "base_model_sha256": "d6" * 32,
-    "cuda_version": None,
-    "determinism_class": "strong",
-    "determinism_flags": {
-        "cpu_capability": "AVX2",
-        "deterministic_algorithms": True,
-        "device": "cpu",
-        "interop_threads": 1,
-        "machine": "x86_64",
-        "threads": 2,
-    },
-    "dlm_id": "01M800GRBP0GEV3WAMXAHDD42B",
-    "dlm_sha256": "79" * 32,
-    "hardware_tier": "cpu",
-    "license_acceptance": {"accepted": True, "license": "MIT", "requires_acceptance": False},
-    "lock_version": 1,
-    "pinned_versions": {
-        "accelerate": "1.15.0",
-        "dlm_git": "0.1.0",
-        "numpy": "2.4.6",
-        "peft": "0.21.2",
-        "safetensors": "0.8.0",
-        "tokenizers": "0.23.3",
-        "torch": "2.13.0",
-        "transformers": "5.23.0",
-    },
-    "rocm_version": None,
-    "seed": 42,
-    "supersedes": None,
-}
+LOCK = lock_record()
 
 
 def lock(**changes: Any) -> dict[str, Any]:

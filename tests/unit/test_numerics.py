@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from dlm_git import numerics
 from dlm_git.errors import UsageError
-from dlm_git.numerics import NATIVE, X86_64_V3, NumericsError
+from dlm_git.numerics import activate, judge, plan, probe, table
+from dlm_git.numerics.table import NATIVE, X86_64_V3, NumericsError
 
-ON_X86 = numerics._machine() == "x86_64"
+ON_X86 = probe.machine() == "x86_64"
 x86_only = pytest.mark.skipif(not ON_X86, reason="x86-64 profiles")
 
 V3_FLAGS: dict[str, Any] = {
@@ -41,20 +41,20 @@ flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 popcnt aes xsave avx
 def old_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "cpuinfo"
     path.write_text(OLD_CPUINFO, "utf-8")
-    monkeypatch.setattr(numerics, "CPUINFO", str(path))
+    monkeypatch.setattr(probe, "CPUINFO", str(path))
 
 
 @x86_only
 def test_the_cpu_default_on_x86_64_is_the_portable_profile() -> None:
-    assert numerics.default_profile("cpu") == X86_64_V3
-    assert numerics.default_profile("cuda") == numerics.CUDA
-    assert numerics.default_profile("cuda:1") == numerics.CUDA
-    assert numerics.choose(None, None, "cpu").name == X86_64_V3
+    assert plan.default_profile("cpu") == X86_64_V3
+    assert plan.default_profile("cuda") == table.CUDA
+    assert plan.default_profile("cuda:1") == table.CUDA
+    assert plan.choose(None, None, "cpu").name == X86_64_V3
 
 
 def test_the_command_line_wins_over_the_document() -> None:
-    assert numerics.choose(NATIVE, X86_64_V3, "cpu").name == NATIVE
-    assert numerics.choose("auto", NATIVE, "cpu").name == NATIVE
+    assert plan.choose(NATIVE, X86_64_V3, "cpu").name == NATIVE
+    assert plan.choose("auto", NATIVE, "cpu").name == NATIVE
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_the_command_line_wins_over_the_document() -> None:
 )
 def test_misuse_is_a_usage_error(requested: str, device: str, message: str) -> None:
     with pytest.raises(UsageError) as info:
-        numerics.choose(requested, None, device)
+        plan.choose(requested, None, device)
     assert message in info.value.one_line()
     assert info.value.exit_code == 2
 
@@ -75,7 +75,7 @@ def test_misuse_is_a_usage_error(requested: str, device: str, message: str) -> N
 @x86_only
 def test_another_architectures_profile_is_refused_in_one_line() -> None:
     with pytest.raises(NumericsError) as info:
-        numerics.choose(numerics.ARMV8_A, None, "cpu")
+        plan.choose(table.ARMV8_A, None, "cpu")
     line = info.value.one_line()
     assert "needs an aarch64 CPU; this machine is x86_64" in line and "\n" not in line
     assert info.value.exit_code == 1
@@ -83,13 +83,13 @@ def test_another_architectures_profile_is_refused_in_one_line() -> None:
 
 @x86_only
 def test_a_cpu_without_avx2_cannot_run_the_portable_profile(old_cpu: None) -> None:
-    problem = numerics.cannot_run(numerics.PROFILES[X86_64_V3])
+    problem = probe.cannot_run(table.PROFILES[X86_64_V3])
     assert problem == "this CPU lacks abm, avx2, bmi1, bmi2, f16c, fma, movbe"
     with pytest.raises(NumericsError) as info:
-        numerics.choose(None, None, "cpu")
+        plan.choose(None, None, "cpu")
     assert "choose --numerics native" in info.value.one_line()
-    assert numerics.cannot_run(numerics.PROFILES[NATIVE]) is None
-    assert numerics.isa_level(numerics.cpu_info()[2]) == "sse4.2"
+    assert probe.cannot_run(table.PROFILES[NATIVE]) is None
+    assert probe.isa_level(probe.cpu_info()[2]) == "sse4.2"
 
 
 def test_a_native_replay_forces_what_the_run_recorded() -> None:
@@ -100,25 +100,25 @@ def test_a_native_replay_forces_what_the_run_recorded() -> None:
         "mkl_cbwr": None,
         "onednn_max_cpu_isa": "AVX512_CORE",
     }
-    env = numerics.target_environment(numerics.PROFILES[NATIVE], recorded)
+    env = activate.target_environment(table.PROFILES[NATIVE], recorded)
     assert env == {
         "ATEN_CPU_CAPABILITY": "avx512",
         "MKL_CBWR": None,  # unset, as it was
         "ONEDNN_MAX_CPU_ISA": "AVX512_CORE",
     }
     # A pinned profile forces its own pins whatever was recorded.
-    assert numerics.target_environment(numerics.PROFILES[X86_64_V3], recorded) == {
+    assert activate.target_environment(table.PROFILES[X86_64_V3], recorded) == {
         "ATEN_CPU_CAPABILITY": "avx2",
         "MKL_CBWR": "AVX2,STRICT",
         "ONEDNN_MAX_CPU_ISA": "AVX2",
     }
     # Training under native (no record) forces nothing.
-    assert numerics.target_environment(numerics.PROFILES[NATIVE], None) == {}
+    assert activate.target_environment(table.PROFILES[NATIVE], None) == {}
 
 
 def test_a_childs_environment_has_the_forced_variables() -> None:
     base = {"PATH": "/bin", "MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default"}
-    out = numerics.apply_to(base, {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": None})
+    out = activate.apply_to(base, {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": None})
     assert out == {"PATH": "/bin", "ATEN_CPU_CAPABILITY": "avx2"}
     assert base["MKL_CBWR"] == "COMPATIBLE"  # the caller's mapping is untouched
 
@@ -130,17 +130,17 @@ def test_this_session_runs_torch_under_the_portable_pins() -> None:
     import torch
 
     assert torch.backends.cpu.get_cpu_capability() == "AVX2"
-    pins = dict(numerics.PROFILES[X86_64_V3].pins)
-    assert numerics.can_run_in_process(pins)
-    assert numerics.can_run_in_process({})
-    assert not numerics.can_run_in_process({**pins, "ATEN_CPU_CAPABILITY": "default"})
-    assert not numerics.can_run_in_process({"MKL_CBWR": None})
+    pins = dict(table.PROFILES[X86_64_V3].pins)
+    assert activate.can_run_in_process(pins)
+    assert activate.can_run_in_process({})
+    assert not activate.can_run_in_process({**pins, "ATEN_CPU_CAPABILITY": "default"})
+    assert not activate.can_run_in_process({"MKL_CBWR": None})
     with pytest.raises(NumericsError):
-        numerics.activate({"ATEN_CPU_CAPABILITY": "avx512"})
+        activate.activate({"ATEN_CPU_CAPABILITY": "avx512"})
 
 
 def test_bits_are_expected_under_the_same_profile_facts_and_versions() -> None:
-    e = numerics.expect_bits(V3_FLAGS, dict(V3_FLAGS), VERSIONS, dict(VERSIONS), "cpu")
+    e = judge.expect_bits(V3_FLAGS, dict(V3_FLAGS), VERSIONS, dict(VERSIONS), "cpu")
     assert e.bits and "x86-64-v3" in e.reason
 
 
@@ -186,7 +186,7 @@ def test_bits_are_not_expected_and_the_reason_says_why(
     recorded: dict[str, Any], replayed: dict[str, Any], versions: dict[str, str], reason: str
 ) -> None:
     """Another environment recorded: no bits expected, and what differs is named."""
-    e = numerics.expect_bits(recorded, replayed, versions, VERSIONS, "cpu")
+    e = judge.expect_bits(recorded, replayed, versions, VERSIONS, "cpu")
     assert not e.bits
     assert reason in e.reason, e.reason
     assert e.differs and any(reason.strip(" ->") in d for d in e.differs), e.differs
@@ -197,7 +197,7 @@ def test_the_promise_is_judged_from_the_replays_own_facts() -> None:
     A replay that itself ran without deterministic algorithms promises nothing, whatever
     the record says."""
     loose = {**V3_FLAGS, "deterministic_algorithms": False}
-    e = numerics.expect_bits(V3_FLAGS, loose, VERSIONS, VERSIONS, "cpu")
+    e = judge.expect_bits(V3_FLAGS, loose, VERSIONS, VERSIONS, "cpu")
     assert not e.bits and "advisory" in e.reason and not e.differs, e
 
 
@@ -212,6 +212,6 @@ def test_cuda_is_best_effort_until_a_tier_is_measured() -> None:
         "tf32_matmul": False,
         "tf32_cudnn": False,
     }
-    assert numerics.determinism_class(flags, "cuda-sm80+") == "best-effort"
-    assert numerics.determinism_class({**flags, "tf32_matmul": True}, "cuda-sm80+") == "advisory"
-    assert not numerics.expect_bits(flags, flags, VERSIONS, VERSIONS, "cuda-sm80+").bits
+    assert judge.determinism_class(flags, "cuda-sm80+") == "best-effort"
+    assert judge.determinism_class({**flags, "tf32_matmul": True}, "cuda-sm80+") == "advisory"
+    assert not judge.expect_bits(flags, flags, VERSIONS, VERSIONS, "cuda-sm80+").bits

@@ -30,3 +30,73 @@ def test_depth_is_measured_by_libyaml_when_pyyaml_has_it(monkeypatch: pytest.Mon
         safeparse.check_yaml_depth(DEEP)
     many = "stages:\n" + "".join(f"  s{i}:\n    outs:\n    - path: d{i}\n" for i in range(100))
     safeparse.check_yaml_depth(many)  # over MAX_DEPTH openers, shallow: measured, accepted
+
+
+def test_json_nested_past_the_parser_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="nested too deeply"):
+        safeparse.load_json(b"[" * 100_000 + b"]" * 100_000)
+
+
+def test_json_keys_twice_are_refused_only_when_asked() -> None:
+    text = '{"a": {"b": 1, "b": 2}}'
+    assert safeparse.load_json(text) == {"a": {"b": 2}}  # JSON's own rule: the last wins
+    with pytest.raises(safeparse.DuplicateKey) as caught:
+        safeparse.load_json(text, unique_keys=True)
+    assert caught.value.key == "b" and isinstance(caught.value, ValueError)
+
+
+def test_yaml_keys_twice_are_refused_with_their_line_when_asked() -> None:
+    text = "training:\n  seed: 1\ntraining:\n  seed: 2\n"
+    assert safeparse.load_yaml(text) == {"training": {"seed": 2}}
+    with pytest.raises(yaml.YAMLError) as caught:
+        safeparse.load_yaml(text, unique_keys=True)
+    assert "duplicate key 'training'" in str(caught.value)
+    assert caught.value.problem_mark.line == 2
+
+
+def test_composing_and_round_trip_reads_are_bounded_too() -> None:
+    from ruamel.yaml import YAML
+
+    assert safeparse.compose_yaml("a: [1]\n") is not None
+    with pytest.raises(safeparse.TooDeep):
+        safeparse.compose_yaml(DEEP)
+    assert safeparse.load_yaml_with(YAML(), "a: [1]\n") == {"a": [1]}
+    with pytest.raises(safeparse.TooDeep):
+        safeparse.load_yaml_with(YAML(), DEEP)
+
+
+PARSED = {"a": {"b": [{"c": "x"}, 2, True]}, "n": None}
+
+
+@pytest.mark.parametrize(
+    ("keys", "found"),
+    [
+        (("a", "b", 0, "c"), "x"),
+        (("a", "b", -2), 2),
+        (("a", "b", 2), True),
+        (("n",), None),
+        (("a", "b", 3), None),  # out of range
+        (("a", "b", -4), None),
+        (("a", "b", "c"), None),  # a str key into a list
+        (("a", 0), None),  # an int key into a dict
+        (("a", "b", 0, "c", "d"), None),  # into a str
+        (("a", "b", 1, "c"), None),  # into an int
+        (("missing", "x"), None),
+        ((), PARSED),
+    ],
+)
+def test_dig_finds_what_is_there_and_none_for_any_other_shape(
+    keys: tuple[str | int, ...], found: object
+) -> None:
+    assert safeparse.dig(PARSED, *keys) == found
+
+
+def test_dig_with_a_kind_is_none_for_any_other_kind() -> None:
+    assert safeparse.dig(PARSED, "a", "b", 0, "c", kind=str) == "x"
+    assert safeparse.dig(PARSED, "a", "b", 0, "c", kind=int) is None
+    assert safeparse.dig(PARSED, "a", "b", 1, kind=int) == 2
+    assert safeparse.dig(PARSED, "a", "b", 2, kind=int) is None  # a bool is not a count
+    assert safeparse.dig(PARSED, "a", "b", 2, kind=bool) is True
+    assert safeparse.dig(PARSED, "a", kind=dict) == {"b": [{"c": "x"}, 2, True]}
+    assert safeparse.dig([], "a", kind=dict) is None
+    assert safeparse.dig("text", 0) is None  # a str is not a list

@@ -9,9 +9,9 @@ a fraction of a second. The cache lives in `<repo>/.git/dlm-git/token-cache` (th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import random
 import shutil
 import sqlite3
 import subprocess
@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -27,26 +26,21 @@ import pytest
 from dlm_git.base.resolve import ResolvedBase, resolve_base
 from dlm_git.base.tiny import ensure_tiny_base
 from dlm_git.cache.entry import CorruptEntry, decode_entry, encode_entry, entry_key
+from dlm_git.cache.index import SWEEP_GRACE_SECONDS
+from dlm_git.cache.layout import INDEX_NAME, PACK_PREFIX, default_cache_dir
 from dlm_git.cache.pack import MAGIC as PACK_MAGIC
 from dlm_git.cache.pack import decode_pack, encode_pack
-from dlm_git.cache.store import (
-    INDEX_NAME,
-    PACK_PREFIX,
-    SWEEP_GRACE_SECONDS,
-    TokenCache,
-    default_cache_dir,
-)
+from dlm_git.cache.store import TokenCache
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.token_stream import RowTokens, Sequence, TokenStream, row_leaf_hash, row_payload
 from dlm_git.train.pipeline import TokenizeResult, tokenize_document
+from tests.support.corpus import file_text, make_corpus_doc, write_corpus_doc
+from tests.support.docs import DLM_ID
+from tests.support.env import subprocess_env
+from tests.support.files import tree_state
 
-DLM_ID = "01M800GRBP0GEV3WAMXAHDD42B"
 N_FILES = 30
 ROWS = N_FILES + 2  # the sources, one prose section and one instruction pair
-VOCAB = (
-    "adapter lock manifest hash tensor seed replay verify commit tree blob cache token "
-    "sequence window prose answer question source document base model revision merkle"
-)
 BODY = """
 # Cached notes
 
@@ -65,47 +59,8 @@ TOK = "0123456789abcdef" * 4  # a stand-in tokenizer sha256
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def file_text(i: int, version: int = 0) -> str:
-    rng, vocab = random.Random(i * 1000 + version), VOCAB.split()
-    words = " ".join(rng.choice(vocab) for _ in range(rng.randint(25, 60)))
-    return f"# File {i} v{version}\n\n{words}.\n"
-
-
-def write_doc(
-    doc_dir: Path,
-    *,
-    seq_len: int = 32,
-    base: str = "builtin:tiny",
-    system_prompt: str = "Answer briefly.",
-    cache_yaml: str = "",
-    body: str = BODY,
-) -> Path:
-    lines = [
-        "---",
-        f"dlm_id: {DLM_ID}",
-        f"base_model: {base}",
-        f"system_prompt: {system_prompt}",
-        "training:",
-        f"  sequence_len: {seq_len}",
-        "  sources:",
-        "    - path: corpus",
-        '      include: ["*.md"]',
-    ]
-    if cache_yaml:
-        lines += ["  cache:", *(f"    {line}" for line in cache_yaml.strip().splitlines())]
-    doc = doc_dir / "doc.dlm"
-    doc.write_text("\n".join([*lines, "---"]) + "\n" + body, "utf-8")
-    return doc
-
-
-def make_doc(repo: Path, n_files: int = N_FILES, **kwargs: Any) -> Path:
-    """`<repo>/doc/doc.dlm` with `n_files` generated sources in `<repo>/doc/corpus/`."""
-    doc_dir = repo / "doc"
-    (doc_dir / "corpus").mkdir(parents=True)
-    for i in range(n_files):
-        (doc_dir / "corpus" / f"f{i:02d}.md").write_text(file_text(i), "utf-8")
-    write_doc(doc_dir, **kwargs)
-    return doc_dir
+write_doc = functools.partial(write_corpus_doc, body=BODY, seq_len=32)
+make_doc = functools.partial(make_corpus_doc, n_files=N_FILES, body=BODY, seq_len=32)
 
 
 def resolve(doc_dir: Path) -> tuple[LoadedDocument, ResolvedBase]:
@@ -174,16 +129,6 @@ def assert_same_tokens(a: TokenizeResult, b: TokenizeResult) -> None:
         np.testing.assert_array_equal(x.labels, y.labels)
     assert a.tokens == b.tokens
     assert a.stream_root == b.stream_root
-
-
-def tree_state(root: Path) -> dict[str, tuple[int, int, bytes]]:
-    """Every file under `root`: (size, mtime_ns, bytes)."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            out[p.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns, p.read_bytes())
-    return out
 
 
 def assert_index_consistent(root: Path) -> None:
@@ -342,12 +287,12 @@ def test_store_get_put_and_misplaced_entry(tmp_path: Path) -> None:
     tokens = RowTokens.from_sequences("r1", seqs("r1", [1, 2, 3]))
     data = encode_entry(k1, tokens)
     assert cache.put(k1, data) == len(data)
-    assert cache.path_of(k1) == tmp_path / "c" / "entries" / k1[:2] / f"{k1}.tok"
+    assert cache.layout.path_of(k1) == tmp_path / "c" / "entries" / k1[:2] / f"{k1}.tok"
     found = cache.get(k1, "r1")
     assert found is not None and found.leaf == tokens.leaf
-    target = cache.path_of(k2)
+    target = cache.layout.path_of(k2)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(cache.path_of(k1).read_bytes())  # k1's entry under k2's name
+    target.write_bytes(cache.layout.path_of(k1).read_bytes())  # k1's entry under k2's name
     assert cache.get(k2, "r2") is None and cache.corrupt == 1
 
 
@@ -682,8 +627,8 @@ def test_pack_hit_does_not_relist_an_evicted_entry(git_repo: Path) -> None:
     root = cache_dir(git_repo)
     key = row_keys(doc_dir)["corpus/f09.md"]
     cache = TokenCache(root)
-    with cache.locked() as conn:
-        cache._delete(conn, [key])
+    with cache.index.locked() as conn:
+        cache.index.delete(conn, [key])
     result = tokenize(doc_dir)
     assert hits_misses(result) == (ROWS, 0, 0)
     assert key not in index_rows(root)
@@ -699,13 +644,13 @@ def test_corrupt_index_is_rebuilt_not_fatal(git_repo: Path) -> None:
         (root / (INDEX_NAME + suffix)).unlink(missing_ok=True)
     (root / INDEX_NAME).write_bytes(b"this is not an sqlite database\n" * 64)
     cache = TokenCache(root)
-    assert cache.stats().entries == 0  # unreadable: reported empty, never a crash
-    assert cache.last_run(DLM_ID) is None
+    assert cache.index.stats().entries == 0  # unreadable: reported empty, never a crash
+    assert cache.index.last_run(DLM_ID) is None
     result = tokenize(doc_dir)
     assert hits_misses(result) == (ROWS, 0, 0)  # the entries themselves are intact
     assert_same_tokens(result, tokenize(doc_dir, use_cache=False))
     assert_index_consistent(root)
-    last = TokenCache(root).last_run(DLM_ID)
+    last = TokenCache(root).index.last_run(DLM_ID)
     assert last is not None and last.hits == ROWS
 
 
@@ -726,9 +671,9 @@ def test_index_with_damaged_pages_is_replaced_not_fatal(git_repo: Path) -> None:
     assert hits_misses(result)[:2] == (ROWS, 0)
     assert_same_tokens(result, tokenize(doc_dir, use_cache=False))
     assert_index_consistent(root)
-    last = TokenCache(root).last_run(DLM_ID)
+    last = TokenCache(root).index.last_run(DLM_ID)
     assert last is not None and last.hits == ROWS
-    assert TokenCache(root).prune(0) == (ROWS + 1, 0)  # prune works on the new index too
+    assert TokenCache(root).index.prune(0) == (ROWS + 1, 0)  # prune works on the new index too
 
 
 # --- eviction, prune, clear, sweep -----------------------------------------------------------
@@ -771,7 +716,7 @@ def test_lru_eviction_order_and_protection(tmp_path: Path) -> None:
     run = cache.record_run({keys[4]: 100, keys[5]: 100}, {}, 100, METRICS)
     assert run.evicted == 2 and run.cache_bytes == 200
     assert set(index_rows(cache.root)) == set(entry_files(cache.root)) == {keys[4], keys[5]}
-    assert cache.stats().entries == 2 and cache.stats().bytes == 200
+    assert cache.index.stats().entries == 2 and cache.index.stats().bytes == 200
 
 
 def test_run_evicts_stale_rows_and_protects_its_own(git_repo: Path) -> None:
@@ -809,8 +754,8 @@ def test_prune_drops_only_old_entries_and_sweeps_old_strays(tmp_path: Path) -> N
     _age_entries(cache.root, keys[:2], 10 * 86400)
     _age_entries(cache.root, keys[2:4], 2 * 86400)
     for k in keys:  # entry files are old by mtime; only the index says when they were used
-        _set_mtime(cache.path_of(k), 30 * 86400)
-    shard = cache.path_of(keys[0]).parent
+        _set_mtime(cache.layout.path_of(k), 30 * 86400)
+    shard = cache.layout.path_of(keys[0]).parent
     old_orphan, young_orphan = shard / f"{'a' * 32}.tok", shard / f"{'b' * 32}.tok"
     old_tmp, young_tmp = shard / f".{'c' * 32}.x1.tmp", shard / f".{'d' * 32}.x2.tmp"
     for p in (old_orphan, young_orphan, old_tmp, young_tmp):
@@ -818,24 +763,41 @@ def test_prune_drops_only_old_entries_and_sweeps_old_strays(tmp_path: Path) -> N
     _set_mtime(old_orphan, SWEEP_GRACE_SECONDS + 60)
     _set_mtime(old_tmp, SWEEP_GRACE_SECONDS + 60)
 
-    removed, swept = cache.prune(5 * 86400)
+    removed, swept = cache.index.prune(5 * 86400)
     assert (removed, swept) == (2, 2)
     assert set(index_rows(cache.root)) == set(keys[2:])
-    assert all(cache.path_of(k).exists() for k in keys[2:])
-    assert not any(cache.path_of(k).exists() for k in keys[:2])
+    assert all(cache.layout.path_of(k).exists() for k in keys[2:])
+    assert not any(cache.layout.path_of(k).exists() for k in keys[:2])
     assert not old_orphan.exists() and not old_tmp.exists()
     assert young_orphan.exists() and young_tmp.exists()  # a writer may still record them
 
-    removed, swept = cache.prune(86400)
+    removed, swept = cache.index.prune(86400)
     assert removed == 2 and set(index_rows(cache.root)) == set(keys[4:])
 
-    removed, swept = cache.clear()
+    removed, swept = cache.index.clear()
     assert removed == 2 and swept == 1  # the young orphan; the young tmp is in flight
     assert index_rows(cache.root) == {} and entry_files(cache.root) == {}
     assert young_tmp.exists()
     _set_mtime(young_tmp, SWEEP_GRACE_SECONDS + 60)
-    assert cache.clear() == (0, 1) and not young_tmp.exists()
-    assert cache.stats().entries == 0 and cache.stats().bytes == 0
+    assert cache.index.clear() == (0, 1) and not young_tmp.exists()
+    assert cache.index.stats().entries == 0 and cache.index.stats().bytes == 0
+
+
+def test_prune_and_clear_never_descend_a_link_where_a_shard_should_be(tmp_path: Path) -> None:
+    """The sweep removes only the cache's own files: a symbolic link in place of a shard
+    directory is not followed, so nothing it points at is removed."""
+    cache = TokenCache(tmp_path / "c")
+    cache.put(_key(0), b"y" * 50)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / f"{'e' * 32}.tok"
+    victim.write_bytes(b"not the cache's")
+    _set_mtime(victim, SWEEP_GRACE_SECONDS + 60)
+    os.symlink(outside, cache.layout.entries_dir / "ee")
+    cache.index.prune(86400)
+    cache.index.clear()
+    assert victim.read_bytes() == b"not the cache's"
+    assert (cache.layout.entries_dir / "ee").is_symlink()
 
 
 # --- --no-cache ------------------------------------------------------------------------------
@@ -959,7 +921,7 @@ def test_concurrent_writers_share_one_cache(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(os.environ),
+        env=subprocess_env(),
     )
     writer.append(proc)
     assert proc.stdout is not None and proc.stderr is not None

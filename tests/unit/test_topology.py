@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from dlm_git.childproc import ended
 from dlm_git.errors import UsageError
 from dlm_git.lock.policy import classify
 from dlm_git.topology import (
@@ -15,8 +16,8 @@ from dlm_git.topology import (
     topology_flags,
 )
 from dlm_git.train.distributed import Rank, buckets, local_share, rank_seed
-from dlm_git.train.launch import ended, root_cause
-from dlm_git.train.rank import PEER_LOST
+from dlm_git.train.launch import root_cause
+from dlm_git.train.protocol import PEER_LOST
 
 
 def test_one_process_records_nothing() -> None:

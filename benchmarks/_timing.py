@@ -1,0 +1,62 @@
+"""Timing for the benchmarks: one clock, one way to run cases in alternation, one summary.
+
+Invariants:
+- Every benchmark times with `time.perf_counter` (`timed`).
+- Cases run alternating, round by round (`alternate`), so a change in the machine's load
+  hits every case alike; the first `warmup` rounds fill caches (OS, bytecode, imports)
+  and are not counted.
+- Results are medians of what was counted (`median_of`, `medians`), reported with the
+  machine's load where it matters (`load`); a target is PASS or FAIL (`verdict`).
+Each benchmark keeps its own output format; this module prints nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+K = TypeVar("K")
+T = TypeVar("T")
+
+
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
+    """(seconds, result) of one call of `fn`."""
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+def alternate(
+    keys: Iterable[K], reps: int, sample: Callable[[K, int], T], *, warmup: int = 1
+) -> dict[K, list[T]]:
+    """`sample(key, round)` for every key in turn, `warmup + reps` rounds (numbered from 0,
+    the warm-up first); per key, the samples of the last `reps` rounds, in order."""
+    order = list(keys)
+    samples: dict[K, list[T]] = {key: [] for key in order}
+    for round_ in range(warmup + reps):
+        for key in order:
+            value = sample(key, round_)
+            if round_ >= warmup:
+                samples[key].append(value)
+    return samples
+
+
+def median_of(fn: Callable[[], object], reps: int) -> float:
+    """The median seconds of `reps` calls of `fn` (none untimed)."""
+    return statistics.median(timed(fn)[0] for _ in range(reps))
+
+
+def medians(samples: Mapping[K, Sequence[float]]) -> dict[K, float]:
+    return {key: statistics.median(values) for key, values in samples.items()}
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes)."""
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"

@@ -1,0 +1,196 @@
+"""The record checks of one document: `manifest.json` and `dlm.lock` parse, bind to each
+other and to the `.dlm` (`manifest.parse`, `lock.parse`, `lock.binding`, `lock.fields`,
+`lock.versions`, `doc.sha256`, `doc.base_model`, `config.digest`).
+
+Invariants:
+- They read raw bytes (`DocAt`) and judge plain JSON (`shapes.parse_manifest`,
+  `lock.io.parse_lock_json`): no pydantic and no torch, so the pre-commit hook runs
+  exactly these functions on the index and verify on a commit or the work tree.
+- Every check compares a recomputed value with a recorded one; a record that is
+  missing, unreadable or of the wrong shape fails, never passes. Text inputs (the
+  `.dlm`, the lock) are hashed as git stores them (`outcome.expect_text`).
+- A document directory without exactly one `.dlm` fails `doc.sha256`, naming how many.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dlm_git.contract.outcome import CheckFailed, Checks, expect_equal, expect_text
+from dlm_git.contract.shapes import parse_manifest
+from dlm_git.doc.peek import peek_base_model
+from dlm_git.docat import DocAt, Rev
+from dlm_git.hashing import canonical_json_sha256
+from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
+
+
+@dataclass(frozen=True)
+class Records:
+    """A document's manifest, parsed and of the right shape, and its lock when that
+    parsed too (the binding checks need both; sources and adapter the manifest only)."""
+
+    manifest: dict[str, Any]
+    lock: dict[str, Any] | None
+
+
+def kind_word(doc: DocAt) -> str:
+    """How a finding names the records' revision: `staged `, `committed ` or nothing."""
+    if doc.tree.where is Rev.INDEX:
+        return "staged "
+    return "" if doc.tree.where is Rev.WORKTREE else "committed "
+
+
+def parse_records(checks: Checks, doc: DocAt) -> Records | None:
+    """`manifest.parse` and `lock.parse`; the records when both pass."""
+    parsed: dict[str, dict[str, Any]] = {}
+
+    def manifest() -> str:
+        if doc.manifest is None:
+            raise CheckFailed(f"{MANIFEST_NAME}: missing")
+        parsed["manifest"] = parse_manifest(doc.manifest, MANIFEST_NAME)
+        return f"schema v{parsed['manifest'].get('schema_version', 1)}"
+
+    def lock() -> str:
+        from dlm_git.lock.io import parse_lock_json
+
+        if doc.lock is None:
+            raise CheckFailed(f"{LOCK_NAME}: missing")
+        found = parsed["lock"] = parse_lock_json(doc.lock, LOCK_NAME)
+        return f"lock v{found['lock_version']}, class {found['determinism_class']}"
+
+    checks.run("manifest.parse", manifest)
+    checks.run("lock.parse", lock)
+    if "manifest" not in parsed:
+        return None
+    return Records(parsed["manifest"], parsed.get("lock"))
+
+
+def record_checks(
+    checks: Checks, doc: DocAt, vouched: Callable[[Records], bool] | None = None
+) -> Records | None:
+    """Every record check of `doc`, in the table's order; the records when the manifest
+    parses (the checks that bind the lock run only when it parses too). `vouched`: a
+    commit-time shortcut that says `lock.versions` need not run (its inputs are HEAD's)."""
+    records = parse_records(checks, doc)
+    if records is None or records.lock is None:
+        if doc.dlm_name is None:
+            checks.add("doc.sha256", False, _not_one(doc))
+        return records
+    m, lk = records.manifest, records.lock
+    checks.run("lock.binding", lambda: lock_binding(doc, m))
+    checks.run("lock.fields", lambda: lock_fields(m, lk))
+    if vouched is None or not vouched(records):
+        checks.run("lock.versions", lambda: lock_versions(m, lk))
+    checks.run("doc.sha256", lambda: doc_sha256(doc, m))
+    checks.run("doc.base_model", lambda: doc_base_model(doc, m, lk))
+    checks.run("config.digest", lambda: config_digest(m))
+    return records
+
+
+def _not_one(doc: DocAt) -> str:
+    return (
+        f"{doc.rel} holds {len(doc.dlms)} .dlm files, not exactly one"
+        " (keep one .dlm per document directory)"
+    )
+
+
+def lock_binding(doc: DocAt, m: dict[str, Any]) -> str:
+    try:
+        return expect_text("lock_sha256", m["lock_sha256"], doc.lock or b"")
+    except CheckFailed as exc:
+        raise CheckFailed(
+            f"{MANIFEST_NAME} does not bind the {kind_word(doc)}{LOCK_NAME} (lock_sha256): "
+            f"{str(exc).removeprefix('lock_sha256: ')}"
+        ) from None
+
+
+def lock_fields(m: dict[str, Any], lk: dict[str, Any]) -> str:
+    base = m["base"]
+    expect_equal("lock.dlm_id vs manifest", lk["dlm_id"], m["dlm_id"])
+    expect_equal("lock.dlm_sha256 vs manifest", lk["dlm_sha256"], m["dlm_sha256"])
+    expect_equal("lock.base_model_sha256 vs manifest", lk["base_model_sha256"], base["tensor_root"])
+    if lk["base_model_revision"] != base["revision"]:  # None for a local directory base
+        raise CheckFailed(
+            f"lock.base_model_revision vs manifest: recorded {lk['base_model_revision']!r}"
+            f" but found {base['revision']!r}"
+        )
+    expect_equal("lock.base_model vs manifest", lk["base_model"], base["spec"])
+    expect_equal("lock.seed vs manifest config", lk["seed"], m["training_config"].get("seed"))
+    return "dlm_id, dlm_sha256, base, seed agree"
+
+
+def lock_versions(m: dict[str, Any], lk: dict[str, Any]) -> str:
+    versions = lk["pinned_versions"]
+    torch_v = versions.get("torch")
+    if not isinstance(torch_v, str) or not version_major(torch_v).isdigit():
+        raise CheckFailed(f"pinned_versions.torch: {torch_v!r} is not a torch version")
+    if m["base"]["kind"] != "builtin":
+        return f"torch {torch_v}"
+    # The builtin base's revision names the library versions that built it, which are the
+    # versions that trained the adapter: the lock must agree with it.
+    derived = builtin_revision(versions)
+    if derived != lk["base_model_revision"]:
+        raise CheckFailed(
+            f"pinned_versions (torch {torch_v}, transformers "
+            f"{versions.get('transformers')}, tokenizers {versions.get('tokenizers')}) "
+            f"did not build base revision {lk['base_model_revision']} (they give "
+            f"{derived}): the lock does not record the environment that trained this"
+        )
+    return f"torch {torch_v}; versions agree with base {derived}"
+
+
+def doc_sha256(doc: DocAt, m: dict[str, Any]) -> str:
+    if doc.dlm_name is None or doc.dlm is None:
+        raise CheckFailed(_not_one(doc))
+    try:
+        return expect_text("dlm_sha256", m["dlm_sha256"], doc.dlm)
+    except CheckFailed:
+        raise CheckFailed(
+            f"{doc.dlm_name} changed since it was trained ({MANIFEST_NAME} is stale)"
+        ) from None
+
+
+def doc_base_model(doc: DocAt, m: dict[str, Any], lk: dict[str, Any]) -> str:
+    """The records name the base the `.dlm`'s frontmatter names (read without the
+    schema; `builtin:tiny` when absent)."""
+    if doc.dlm is None:
+        raise CheckFailed("the .dlm document is missing")
+    written = peek_base_model(doc.dlm)
+    if written is None:
+        raise CheckFailed(f"{doc.dlm_name}'s frontmatter does not give base_model as a string")
+    recorded = {
+        f"{LOCK_NAME} base_model": lk["base_model"],
+        f"{MANIFEST_NAME} base.spec": m["base"]["spec"],
+    }
+    wrong = [f"{name} {value!r}" for name, value in recorded.items() if value != written]
+    if wrong:
+        raise CheckFailed(
+            f"{doc.dlm_name} trains on base_model {written!r} but its records name another"
+            f" base: {' and '.join(wrong)}"
+        )
+    return written
+
+
+def config_digest(m: dict[str, Any]) -> str:
+    expect_equal("config_sha256", m["config_sha256"], canonical_json_sha256(m["training_config"]))
+    return str(m["config_sha256"])[:16]
+
+
+def version_major(version: str) -> str:
+    return version.split("+")[0].split(".")[0]
+
+
+def builtin_revision(versions: dict[str, Any]) -> str:
+    """The revision `builtin:tiny` has when built with these library versions."""
+    from dlm_git.base.tiny import tiny_spec
+
+    spec = tiny_spec(
+        {
+            "tokenizers": versions.get("tokenizers"),
+            "torch": str(versions.get("torch")).split("+")[0],
+            "transformers": versions.get("transformers"),
+        }
+    )
+    return "tiny-" + canonical_json_sha256(spec)[:16]

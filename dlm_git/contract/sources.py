@@ -1,0 +1,162 @@
+"""`sources.root` and `sections.order`: the document's `training.sources` re-expanded and
+its sections re-derived, against what `manifest.json` records.
+
+Invariants:
+- One rule compares a record with a re-expansion: `doc.sources.compare_sources`, on the
+  document as its revision holds it (materialized by `DocAt.materialize`; the work tree
+  in place). Sources outside the repository are read only in the work tree (this
+  machine's files are its inputs); a commit or the index holds no copy of them, so
+  there they are absent, naming the paths, while every file inside the repository and
+  the record's own root are still compared and a difference there fails.
+- The document parser (pydantic) is imported only when sources are re-expanded; the
+  commit-time shortcuts (`outside_absent`, `sections_from_head`) import nothing heavy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dlm_git.contract.outcome import CheckAbsent, CheckFailed, Checks, expect_equal, failed
+from dlm_git.contract.records import kind_word
+from dlm_git.doc.peek import outside_sources
+from dlm_git.docat import DocAt
+from dlm_git.errors import DlmGitError
+from dlm_git.layout import MANIFEST_NAME
+
+if TYPE_CHECKING:
+    from dlm_git.doc.sources import SourcesComparison
+
+
+def recorded_files(m: dict[str, Any]) -> list[tuple[str, str, int]]:
+    return [(f["relpath"], f["sha256"], f["size"]) for f in m["sources"]["files"]]
+
+
+def sources_checks(checks: Checks, doc: DocAt, m: dict[str, Any], work: Path) -> None:
+    """Re-expand `doc`'s sources (written under `work` unless it is the work tree's) and
+    compare them and its sections with manifest `m`."""
+    from dlm_git.doc.parser import parse_document
+    from dlm_git.doc.sources import Outside, compare_sources, expand_sources
+
+    placed = doc.materialize(work)
+    if placed is None:
+        checks.add("sources.root", False, "the document has no single .dlm to expand")
+        checks.add("sections.order", False, "sources could not be expanded")
+        return
+    dlm_path, root = placed
+    outside = Outside.READ if doc.reads_outside else Outside.SKIP
+    try:
+        parsed = parse_document(dlm_path)
+        found = compare_sources(parsed, expand_sources(parsed, root, outside), recorded_files(m))
+    except DlmGitError as exc:
+        text = exc.one_line().replace(f"{work}/", f"{doc.tree.label}:")
+        checks.items.append(failed("sources.root", f"the document does not load: {text}"))
+        checks.add("sections.order", False, "sources could not be expanded")
+        return
+    checks.run("sources.root", lambda: _root(doc, m, found))
+    checks.run("sections.order", lambda: _sections(m, found))
+
+
+def _root(doc: DocAt, m: dict[str, Any], found: SourcesComparison) -> str:
+    from dlm_git.manifest.records import sources_record
+
+    recorded = recorded_files(m)
+    if found.differs:
+        raise CheckFailed(
+            f"{kind_word(doc)}sources differ from those {MANIFEST_NAME} was trained on"
+            f" ({found.describe()})"
+        )
+    root = sources_record(recorded).merkle_root
+    expect_equal("sources merkle root vs the manifest's files", m["sources"]["merkle_root"], root)
+    old = f"; {found.legacy} recorded by their raw bytes (older record)" if found.legacy else ""
+    if found.unread:
+        raise CheckAbsent(
+            f"{found.unread_files} files from outside the repository"
+            f" ({', '.join(found.unread)}) are in no commit and were not checked;"
+            f" the {len(recorded) - found.unread_files} inside it match{old}"
+        )
+    return f"{len(recorded)} files, root {root[:16]}{old}"
+
+
+def _sections(m: dict[str, Any], found: SourcesComparison) -> str:
+    recorded = m["section_ids"]
+    if not found.sections_match(recorded):
+        expected = [i for i in found.section_ids if i is not None]
+        if len(expected) == len(found.section_ids) and sorted(expected) == sorted(recorded):
+            raise CheckFailed("section order differs from the manifest")
+        raise CheckFailed(
+            f"section ids differ from the manifest ({len(found.section_ids)} expected, "
+            f"{len(recorded)} recorded)"
+        )
+    unread = found.section_ids.count(None)
+    if unread:
+        raise CheckAbsent(
+            f"{unread} section ids of files outside the repository cannot be recomputed;"
+            f" the other {len(recorded) - unread} are in order"
+        )
+    return f"{len(recorded)} sections in order"
+
+
+def sources_without_directives(checks: Checks, doc: DocAt, m: dict[str, Any]) -> bool:
+    """Both checks for a document with no `training.sources` at all, without the parser:
+    its expansion is empty (the root of the empty tree) and its sections are its own.
+    False when it has directives (the caller re-expands)."""
+    from dlm_git.doc.body import section_ids
+    from dlm_git.merkle import merkle_root
+
+    if doc.source_dirs or outside_sources(doc.rel, doc.dlm or b""):
+        return False
+    ids = section_ids(doc.dlm or b"")
+    if ids is None:
+        return False  # the parser says what is wrong with it
+    files, root = m["sources"]["files"], m["sources"]["merkle_root"]
+    same = not files and root == merkle_root([])
+    what = f"{kind_word(doc)}sources differ from those {MANIFEST_NAME} was trained on"
+    checks.add("sources.root", same, "no sources, root of the empty tree" if same else what)
+    _order(checks, m["section_ids"], ids)
+    return True
+
+
+def _order(checks: Checks, recorded: list[str], expected: list[str]) -> None:
+    if recorded == expected:
+        checks.add("sections.order", True, f"{len(recorded)} sections in order")
+    elif sorted(recorded) == sorted(expected):
+        checks.add("sections.order", False, "section order differs from the manifest")
+    else:
+        checks.add(
+            "sections.order",
+            False,
+            f"section ids differ from the manifest ({len(expected)} expected,"
+            f" {len(recorded)} recorded)",
+        )
+
+
+def outside_absent(checks: Checks, doc: DocAt) -> None:
+    """`sources.root` absent for the directives outside the repository, named from the
+    `.dlm` alone (no re-expansion): for a commit being made whose sources are HEAD's."""
+    outside = outside_sources(doc.rel, doc.dlm or b"")
+    if outside:
+        checks.absent(
+            "sources.root",
+            f"training.sources outside the repository ({', '.join(outside)}) are in no"
+            " commit and were not checked",
+        )
+
+
+def sections_from_head(
+    checks: Checks, doc: DocAt, m: dict[str, Any], head: DocAt, head_m: dict[str, Any]
+) -> bool:
+    """`sections.order` for a commit being made whose sources are HEAD's (`sources.root`
+    not re-run): the staged `.dlm`'s own section ids, then the sources' ids as HEAD's
+    record has them after HEAD's own sections. False when that cannot be read (the
+    caller re-expands instead)."""
+    from dlm_git.doc.body import section_ids
+
+    mine, theirs = section_ids(doc.dlm or b""), section_ids(head.dlm or b"")
+    head_ids = head_m.get("section_ids")
+    if mine is None or theirs is None or not isinstance(head_ids, list):
+        return False
+    if len(head_ids) < len(theirs) or head_ids[: len(theirs)] != theirs:
+        return False  # HEAD's record is not what this rule expects: judge it in full
+    _order(checks, m["section_ids"], mine + head_ids[len(theirs) :])
+    return True

@@ -1,0 +1,275 @@
+"""The one table of checks: each with a stable id, where it runs, its severity at commit
+time, what it compares and how a failure is fixed.
+
+Invariants:
+- Every check any reader reports is a row here (`tests/unit/test_contract_table.py`
+  keeps the ids of docs/verify.md and docs/hooks.md equal to it). The ids are stable:
+  verify's JSON, the hooks' findings and the docs name checks by them.
+- A check's state (`outcome.Outcome`) is set where it runs; how a commit-time reader
+  treats it is read here: FAILED is the row's `severity`, ABSENT its `absent` severity
+  (unless the check set its own, as lock drift and determinism do). `verify` never reads
+  a severity: its verdict comes from the states alone (`verify.report.verdict_of`).
+- Strict mode turns every WARN into an ERROR, in one place (`strict`), once per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Flag, auto
+
+from dlm_git.contract.outcome import Check, Outcome, Severity
+from dlm_git.lock.policy import strict_severity
+
+RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
+
+
+class Runs(Flag):
+    """Which readers run a check."""
+
+    HOOK = auto()  # the pre-commit and pre-merge-commit hooks, on the index
+    HASH = auto()  # `verify COMMIT` and `verify --worktree` (and so the pre-push hook)
+    LEVEL = auto()  # `verify --level replay|segments` only
+    BOTH = HOOK | HASH
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    runs: Runs
+    severity: Severity
+    """At commit time, when the check FAILED."""
+    absent: Severity
+    """At commit time, when what it needs is not there (ABSENT)."""
+    compares: str
+    fix: str = RETRAIN
+    """How a commit-time finding is fixed (unless the check names its own)."""
+
+
+ERROR, WARN, IGNORE = Severity.ERROR, Severity.WARN, Severity.IGNORE
+
+TABLE: tuple[Rule, ...] = (
+    Rule(
+        "pipeline.documents",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "the document and params.yaml `documents:`"
+        " agree: a listed directory holds a `.dlm`; a document with records is listed",
+    ),
+    Rule(
+        "doc.trained",
+        Runs.HOOK,
+        WARN,
+        WARN,
+        "the document has records (a `.dlm` committed before"
+        " its first training is reported, not refused)",
+    ),
+    Rule(
+        "manifest.parse",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "`manifest.json` exists and has the shape of a"
+        " manifest (v1), field by field (`contract.shapes`)",
+    ),
+    Rule(
+        "lock.parse",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "`dlm.lock` exists and holds only what a dlm-git writes (v1, `lock.fields`)",
+        "restore it (`git checkout -- <doc>/dlm.lock`) or re-train with --update-lock",
+    ),
+    Rule(
+        "lock.binding",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "`manifest.lock_sha256` = sha256 of the `dlm.lock` bytes (CRLF read as LF)",
+    ),
+    Rule(
+        "lock.fields",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "the lock's dlm_id, dlm_sha256, base_model,"
+        " base_model_revision, base_model_sha256 and seed = the manifest's",
+    ),
+    Rule(
+        "lock.versions",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "`pinned_versions.torch` is a version; for"
+        " builtin:tiny the base revision re-derived from the pinned versions = the lock's",
+    ),
+    Rule(
+        "doc.sha256",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "`manifest.dlm_sha256` = sha256 of the one `.dlm` as git stores it",
+    ),
+    Rule(
+        "doc.base_model",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "the `.dlm`'s `base_model` = `lock.base_model` = `manifest.base.spec`",
+    ),
+    Rule(
+        "config.digest",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "`manifest.config_sha256` = sha256 of the canonical JSON of `manifest.training_config`",
+    ),
+    Rule(
+        "sources.root",
+        Runs.BOTH,
+        ERROR,
+        WARN,
+        "`training.sources` re-expanded = the manifest's"
+        " files and merkle root (sources outside the repository: absent)",
+    ),
+    Rule(
+        "sections.order",
+        Runs.BOTH,
+        ERROR,
+        IGNORE,
+        "the document's and the sources' section ids, in order = `manifest.section_ids`",
+    ),
+    Rule(
+        "adapter.files",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "the adapter directory (the DVC cache at the md5"
+        " `dvc.lock` names) holds exactly the files the manifest names",
+        "run `dvc pull` or `dvc repro`",
+    ),
+    Rule(
+        "adapter.sha256",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "each adapter file's sha256 and size = the manifest's",
+    ),
+    Rule(
+        "adapter.tensors",
+        Runs.HASH,
+        ERROR,
+        ERROR,
+        "every tensor's name, dtype, shape and digest and the tensor root = the manifest's",
+    ),
+    Rule(
+        "adapter.structure",
+        Runs.HASH,
+        ERROR,
+        ERROR,
+        "`adapter_config.json` and the LoRA tensors'"
+        " shapes agree with the training config and the base",
+    ),
+    Rule(
+        "base.identity",
+        Runs.HASH,
+        ERROR,
+        ERROR,
+        "the base on this machine is the recorded one (tensor root, tokenizer, config.json)",
+    ),
+    Rule(
+        "dvc.binding",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "`dvc.lock`'s record of `<doc>/adapter` = the md5 of"
+        " every adapter file (the hook: a malformed record only)",
+        "restore dvc.lock or run `dvc repro`",
+    ),
+    Rule(
+        "signature.present",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "a `dlm.sig` is there (required only with --require-signature / dlm-git.requireSignature)",
+    ),
+    Rule(
+        "signature.valid",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "the bundle is well formed and verifies under a trusted key",
+    ),
+    Rule(
+        "signature.trusted",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "the bundle's key is trusted (required only with a signature required)",
+    ),
+    Rule(
+        "signature.binding",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "the signed files are exactly the document's"
+        " `.dlm`, lock, manifest and recorded adapter files",
+    ),
+    Rule(
+        "lock.drift",
+        Runs.HOOK,
+        ERROR,
+        ERROR,
+        "the staged lock against HEAD's, by the drift table"
+        " (`lock.policy`); accepted by a `supersedes` of HEAD's lock",
+        "if intended, re-train with `--update-lock` (pipeline: lock_mode: update) to record"
+        " `supersedes`",
+    ),
+    Rule(
+        "determinism",
+        Runs.HOOK,
+        ERROR,
+        ERROR,
+        "HEAD's inputs but another adapter: ERROR when the"
+        " setup is the same and its profile promises bits, else WARN naming the cause",
+        "investigate nondeterminism: compare `dlm-git doctor` with the lock; see docs/hooks.md",
+    ),
+    Rule("replay.versions", Runs.LEVEL, ERROR, ERROR, "the lock's torch major = the installed one"),
+    Rule(
+        "replay.profile",
+        Runs.LEVEL,
+        ERROR,
+        ERROR,
+        "the lock's numerics setup is well formed and this machine can run it",
+    ),
+    Rule("replay", Runs.LEVEL, ERROR, ERROR, "the re-trained adapter = the recorded one"),
+    Rule(
+        "segments.chain",
+        Runs.LEVEL,
+        ERROR,
+        ERROR,
+        "the segment-boundary chain is whole and ends at the adapter",
+    ),
+    Rule("segments.replay", Runs.LEVEL, ERROR, ERROR, "a sampled segment replays byte for byte"),
+)
+
+RULES: dict[str, Rule] = {rule.id: rule for rule in TABLE}
+
+
+def rule(check_id: str) -> Rule:
+    return RULES[check_id]
+
+
+def severity_of(check: Check) -> Severity | None:
+    """How a commit-time reader treats `check` (None: it passed)."""
+    if check.state is Outcome.OK:
+        return None
+    if check.severity is not None:
+        return check.severity
+    row = RULES[check.name]
+    return row.severity if check.state is Outcome.FAILED else row.absent
+
+
+def strict(severity: Severity, on: bool) -> Severity:
+    """Strict mode's one rule (the lock policy's, `lock.policy.strict_severity`)."""
+    return Severity(strict_severity("WARN", on)) if severity is Severity.WARN else severity

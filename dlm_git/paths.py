@@ -1,0 +1,80 @@
+"""The one path-safety rule: a relative path from hostile bytes (a git tree listing, a DVC
+`.dir` listing, a name in a record) that may be joined under a directory.
+
+Invariants:
+- `problem(path)` is None exactly when joining `path` under a directory names a file
+  inside it on every platform. Refused (`Unsafe`): the empty path; absolute paths (POSIX
+  `/x`, `//host/share`, a Windows drive `C:` as the first component); empty, `.` and
+  `..` components; a backslash (a separator on Windows: `a\\..\\x`); NUL; and a `.git`
+  component as git's NTFS protection sees it, case-insensitively: `.git` or `git~1` (its
+  8.3 short name) followed by any dots or spaces and an optional `:stream` (`.GIT`,
+  `.git.`, `.git `, `.git::$INDEX_ALLOCATION`).
+- Git itself refuses to add or check out those `.git` components (core.protectNTFS is on
+  by default everywhere since git 2.24.1), so no honest commit holds one. A backslash and
+  a leading `C:` are names to git on POSIX: training takes no source whose path the rule
+  refuses (`doc/sources.py` skips it with the reason), so no commit dlm-git makes
+  records one.
+- Control characters other than NUL are names, and so are `...` and ` `: POSIX file
+  systems, git and DVC carry them, documents take such files as sources
+  (`tests/hostile`), and every place that shows a name escapes it (`dlm_git.output`).
+  Refusing them would turn an honest commit into a failed check.
+- `plain_name(name)` is the rule plus "no `/`": one file directly inside a directory.
+- Nothing here touches the file system or imports anything: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+
+class Unsafe(Enum):
+    """Why a path is refused (the value says it in words)."""
+
+    EMPTY = "is empty"
+    ABSOLUTE = "is absolute"
+    BACKSLASH = "holds a backslash"
+    NUL = "holds a NUL byte"
+    DOT_COMPONENT = "has an empty, '.' or '..' component"
+    GIT_DIR = "has a '.git' component"
+    SUBDIRECTORY = "names a subdirectory"
+
+
+_DOT_GIT = re.compile(r"(?:\.git|git~1)[. ]*(?::.*)?", re.IGNORECASE | re.DOTALL)
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+
+def problem(path: str) -> Unsafe | None:
+    """Why `path` must not be joined under a directory, or None (see the invariants)."""
+    if not path:
+        return Unsafe.EMPTY
+    if "\0" in path:
+        return Unsafe.NUL
+    if "\\" in path:
+        return Unsafe.BACKSLASH
+    if path[0] == "/" or _DRIVE.match(path):
+        return Unsafe.ABSOLUTE
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            return Unsafe.DOT_COMPONENT
+        if part[0] in ".gG" and _DOT_GIT.fullmatch(part):
+            return Unsafe.GIT_DIR
+    return None
+
+
+def is_safe(path: str) -> bool:
+    """`problem(path) is None`."""
+    return problem(path) is None
+
+
+def name_problem(name: str) -> Unsafe | None:
+    """`problem`, and a `/` is `Unsafe.SUBDIRECTORY`: one file directly inside a directory."""
+    found = problem(name)
+    if found is None and "/" in name:
+        return Unsafe.SUBDIRECTORY
+    return found
+
+
+def plain_name(name: str) -> bool:
+    """`name_problem(name) is None`."""
+    return name_problem(name) is None

@@ -1,0 +1,107 @@
+"""A repository with dlm-git's hooks installed, driven by real `git commit` / `git merge` /
+`git push` subprocesses (tests/integration/hooks/).
+
+The repository is the starter document `notes` (`dlm-git init --doc notes`, which
+installs the hooks), trained by `dvc repro` and committed through the hook. The helpers
+stage edits of its records and judge a commit by git's own outcome: a refused commit
+exits 1, says `commit refused`, and leaves HEAD where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from dlm_git.hashing import canonical_json, sha256_bytes
+from tests.support.env import VENV_BIN, run
+from tests.support.gitrepo import git, head
+
+DOC = "notes"
+DLM = f"{DOC}/{DOC}.dlm"
+LOCK = f"{DOC}/dlm.lock"
+MANIFEST = f"{DOC}/manifest.json"
+SOURCE = f"{DOC}/notes/README.md"
+ADAPTER_OUT = f"{DOC}/adapter"
+HEAVY = ("torch", "transformers", "peft", "dvc")
+"""Modules no hook may import (the hook budget)."""
+# Prose inserted at the top of the body: inside the first training sequence, so the
+# retrained adapter really differs (an edit past `sequence_len` would not change it).
+EDIT = "Hook tests: this line changes what the adapter learns.\n"
+
+
+def repro(repo: Path) -> None:
+    run([VENV_BIN / "dvc", "repro", "-q"], repo)
+
+
+def commit(repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`git commit -q -m test <args>` (the hooks run); never raises."""
+    return run(["git", "commit", "-q", "-m", "test", *args], repo, check=False, **env)
+
+
+def refused(proc: subprocess.CompletedProcess[str], repo: Path, before: str) -> str:
+    """Assert the commit was refused by dlm-git and HEAD did not move; the hook's stderr."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "commit refused" in proc.stderr, proc.stderr
+    assert head(repo) == before
+    return proc.stderr
+
+
+def passed(proc: subprocess.CompletedProcess[str], repo: Path, before: str) -> str:
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+    assert "dlm-git: ERROR" not in proc.stderr
+    assert head(repo) != before
+    assert git(repo, "rev-parse", "HEAD~1").strip() == before
+    return proc.stderr
+
+
+def read(repo: Path, rel: str) -> bytes:
+    return (repo / rel).read_bytes()
+
+
+def write(repo: Path, rel: str, data: bytes | str, stage: bool = True) -> None:
+    path = repo / rel
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    if stage:
+        git(repo, "add", "--", rel)
+
+
+def edit_dlm(text: str) -> str:
+    """Insert `EDIT` as the first line of the document's body (after the frontmatter)."""
+    first, sep, rest = text.partition("\n---\n")
+    assert sep, "the document has no closing frontmatter fence"
+    return first + sep + EDIT + rest
+
+
+def rebind(repo: Path, lock: dict[str, object]) -> None:
+    """Write and stage `lock`, and re-bind (and stage) manifest.json's lock_sha256 to it."""
+    lock_bytes = canonical_json(lock)
+    write(repo, LOCK, lock_bytes)
+    manifest = json.loads(read(repo, MANIFEST))
+    manifest["lock_sha256"] = sha256_bytes(lock_bytes)
+    write(repo, MANIFEST, canonical_json(manifest))
+
+
+def adapter_md5(dvc_lock: bytes) -> str:
+    for body in yaml.safe_load(dvc_lock)["stages"].values():
+        for out in body.get("outs") or []:
+            if out["path"] == ADAPTER_OUT:
+                return str(out["md5"])
+    raise AssertionError("dvc.lock records no adapter")
+
+
+def cache_path(repo: Path, md5: str) -> Path:
+    return repo / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """Top-level module names from `python -X importtime` output."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":
+                names.add(name.split(".")[0])
+    return names

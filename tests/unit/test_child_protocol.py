@@ -1,0 +1,201 @@
+"""The protocol between dlm-git and its child interpreters (`dlm_git.childproc`, with the
+training pairs of `dlm_git.train.protocol` and verify's segment replay pair).
+
+What a parent asks arrives whole (every field of `TrainOptions`, the ranks' job, a path
+git could hold), and whatever is read back is decoded into its type or refused as one
+`ProtocolError` line: wrong JSON types, missing or unknown keys, nesting too deep,
+numbers JSON cannot carry. A child's user error comes back as the same line and exit
+code; a child that leaves no answer is one line naming how it ended.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dlm_git.childproc import ChildError, ProtocolError, call_child, dump, parse_document
+from dlm_git.doc.schema import TrainingConfig
+from dlm_git.lock.policy import Finding
+from dlm_git.train.options import TrainOptions
+from dlm_git.train.protocol import RankJob, RankResult, TrainRequest, TrainResult
+
+
+def a_job(**changes: Any) -> RankJob:
+    fields: dict[str, Any] = {
+        "launcher_pid": 4242,
+        "device": "cpu",
+        "numerics": "x86-64-v3",
+        "replay_flags": {"numerics": "native", "cpu_capability": "DEFAULT", "threads": 2},
+        "threads": 2,
+        "training": TrainingConfig(seed=7, learning_rate=1e-3),
+        "base_path": Path("/bases/tiny"),
+        "base_spec": "builtin:tiny",
+        "precision": "fp32",
+        "pad_id": 0,
+        "world_size": 2,
+        "backend": "gloo",
+        "bucket_elements": 1 << 20,
+        "staging": Path("/repo/doc/.adapter.new.1.x"),
+    }
+    return RankJob(**{**fields, **changes})
+
+
+def test_a_training_request_arrives_whole() -> None:
+    """Every option crosses, a replay's recorded flags and a file name that is not UTF-8
+    included (the old command line dropped the flags)."""
+    odd = Path(os.fsdecode(b"docs/caf\xe9/doc.dlm"))
+    options = TrainOptions(
+        lock_mode="ignore",
+        use_cache=False,
+        device="cpu",
+        threads=3,
+        accept_license=True,
+        quiet=True,
+        segment_every=0,
+        tiny_dir=Path("bases/tiny"),
+        base_dir=None,
+        numerics="native",
+        replay_flags={"numerics": "native", "cpu_capability": "DEFAULT", "nested": [1, 2.5]},
+        nproc=2,
+    )
+    request = TrainRequest(odd, options)
+    data = dump(request)
+    assert data.isascii()
+    assert parse_document(data, TrainRequest, "request") == request
+
+
+def test_the_ranks_job_and_result_arrive_whole() -> None:
+    job = a_job()
+    assert parse_document(dump(job), RankJob, "job") == job
+    result = RankResult(["0x1.8p+1"], 1, 10, 8, 4, ["q_proj"], {"threads": 2}, {"a": 1.5})
+    assert parse_document(dump(result), RankResult, "result") == result
+
+
+def test_a_trained_outcome_crosses_with_its_records_read_by_their_readers() -> None:
+    """The lock and the manifest travel as their own bytes; a forged lock inside an
+    answer is refused by the lock's reader, as a lock file would be."""
+    result = TrainResult(
+        doc_path=Path("doc/doc.dlm"),
+        adapter_sha256="a" * 64,
+        tensor_root="b" * 64,
+        lock='{"lock_version": 99}',
+        lock_written=False,
+        manifest="{}",
+        warnings=[Finding("hardware_tier", "WARN", "cpu-x86", "cpu-arm")],
+        run_record={"wall_seconds": 1.5},
+    )
+    assert parse_document(dump(result), TrainResult, "answer") == result
+    with pytest.raises(Exception) as info:
+        result.outcome()
+    assert "unknown lock_version 99" in str(info.value)
+
+
+def job_with(**changes: Any) -> bytes:
+    """The bytes of a valid job with some of its JSON replaced."""
+    import json
+
+    obj = json.loads(dump(a_job()))
+    obj.update(changes)
+    return json.dumps(obj).encode()
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b"\xff\xfe{", "job: is not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "job: is not JSON ("),
+        (b"[]", "job: is a list, not an object"),
+        (job_with(threads="2"), "job.threads: is a string, not int"),
+        (job_with(threads=True), "job.threads: is a boolean, not int"),
+        (job_with(pad_id=1.5), "job.pad_id: is a number, not int"),
+        (job_with(base_path=["/"]), "job.base_path: is a list, not a string"),
+        (job_with(replay_flags=[]), "job.replay_flags: is a list, not an object"),
+        (job_with(staging=None), "job.staging: is null, not a string"),
+        (job_with(rogue=1), "job: unknown key 'rogue'"),
+        (job_with(training={"seed": "x"}), "job.training.seed: Input should be a valid integer"),
+        (job_with(training=[]), "job.training: is a list, not an object"),
+    ],
+    ids=[
+        "not utf-8",
+        "too deep",
+        "not an object",
+        "string for int",
+        "bool for int",
+        "float for int",
+        "list for path",
+        "list for mapping",
+        "null for path",
+        "unknown key",
+        "invalid training",
+        "training not an object",
+    ],
+)
+def test_a_malformed_job_is_one_line(data: bytes, line: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_document(data, RankJob, "job")
+    assert info.value.one_line().startswith(line), info.value.one_line()
+
+
+def test_a_missing_key_and_numbers_json_cannot_carry_are_refused() -> None:
+    import json
+
+    obj = json.loads(dump(a_job()))
+    del obj["device"]
+    with pytest.raises(ProtocolError, match="job: missing key 'device'"):
+        parse_document(json.dumps(obj).encode(), RankJob, "job")
+    for number in (b"NaN", b"Infinity", b"1e999"):
+        data = job_with().replace(b'"pad_id": 0', b'"pad_id": ' + number)
+        with pytest.raises(ProtocolError, match="job: is not JSON"):
+            parse_document(data, RankJob, "job")
+
+
+def test_an_enum_and_a_literal_take_only_their_values() -> None:
+    answer = dump(TrainResult(Path("d"), "a", "b", "", True, "", [], {}))
+    forged = answer.replace(
+        b'"warnings": []', b'"warnings": [{"field": "x", "new": 1, "old": 0, "severity": "FATAL"}]'
+    )
+    with pytest.raises(ProtocolError, match=r"answer.warnings\[0\].severity: is a string"):
+        parse_document(forged, TrainResult, "answer")
+    from dlm_git.contract.outcome import passed
+    from dlm_git.verify.report import Verdict
+    from dlm_git.verify.segments import SegmentsAnswer
+
+    segments = SegmentsAnswer(Verdict.SEGMENTS_BITWISE, [passed("segments.chain", "ok")], [])
+    assert parse_document(dump(segments), SegmentsAnswer, "answer") == segments
+    for good, bad in ((b'"SEGMENTS_BITWISE"', b'"BITWISE!"'), (b'"ok"', b'"OK"')):
+        with pytest.raises(ProtocolError, match="is a string, not one of"):
+            parse_document(dump(segments).replace(good, bad), SegmentsAnswer, "answer")
+
+
+def test_a_childs_user_error_is_the_same_line_and_exit_code(tmp_path: Path) -> None:
+    """The real training child, asked to train a document that is not there, answers
+    with the error a training here raises."""
+    from dlm_git.errors import DlmGitError
+    from dlm_git.train.run import train_in_process
+
+    missing = tmp_path / "nowhere" / "doc.dlm"
+    with pytest.raises(DlmGitError) as here:
+        train_in_process(missing, TrainOptions())
+    request = TrainRequest(missing, TrainOptions(quiet=True))
+    with pytest.raises(ChildError) as child:
+        call_child("dlm_git.train.child", request, TrainResult, env=os.environ, what="the child")
+    assert child.value.one_line() == here.value.one_line()
+    assert child.value.exit_code == here.value.exit_code
+
+
+def test_a_child_that_leaves_no_answer_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ChildError) as info:
+        call_child(
+            "dlm_git.no_such_module",
+            TrainRequest(tmp_path, TrainOptions()),
+            TrainResult,
+            env=os.environ,
+            what="the child",
+        )
+    line = info.value.one_line()
+    assert line.startswith("the child exited 1 without an answer: "), line
+    assert "No module named dlm_git.no_such_module" in line and "\n" not in line
+    assert info.value.exit_code == 1
