@@ -34,9 +34,9 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import NamedTuple
 
 from dlm_git import gitio
 from dlm_git.doc.peek import source_dirs
@@ -89,8 +89,7 @@ def doc_rel(root: Path, doc: Path, command: str) -> str:
         raise UsageError(command, f"{doc} is outside the repository") from None
 
 
-@dataclass(frozen=True)
-class AdapterAt:
+class AdapterAt(NamedTuple):
     """Where the bytes of a document's adapter files are on this machine."""
 
     files: dict[str, Path]
@@ -101,18 +100,24 @@ class AdapterAt:
     """That out's `.dir` listing (relpath -> md5), as the DVC cache holds it."""
 
 
-@dataclass
 class DocAt:
-    """One document directory of a `TreeAt`: its `.dlm` and records as raw bytes."""
+    """One document directory of a `TreeAt`: its `.dlm` and records as raw bytes (None:
+    not in the tree). `dlms`: the `.dlm` files directly inside its directory."""
 
-    tree: TreeAt
-    rel: str
-    dlms: tuple[str, ...]
-    """The `.dlm` files directly inside its directory (repository paths)."""
-    dlm: bytes | None = None
-    lock: bytes | None = None
-    manifest: bytes | None = None
-    signature: bytes | None = None
+    __slots__ = ("tree", "rel", "dlms", "dlm", "lock", "manifest", "signature")
+
+    def __init__(
+        self,
+        tree: TreeAt,
+        rel: str,
+        dlms: tuple[str, ...],
+        dlm: bytes | None = None,
+        lock: bytes | None = None,
+        manifest: bytes | None = None,
+        signature: bytes | None = None,
+    ) -> None:
+        self.tree, self.rel, self.dlms = tree, rel, dlms
+        self.dlm, self.lock, self.manifest, self.signature = dlm, lock, manifest, signature
 
     @property
     def dlm_name(self) -> str | None:
@@ -157,12 +162,17 @@ class DocAt:
 
 class TreeAt:
     """A tree at one revision of the repository at `root`, listed once (lazily) and read
-    in batches. Use as a context manager (it may hold a `cat-file` process)."""
+    in batches. Use as a context manager (it may hold a `cat-file` process). `share`:
+    another tree of the same repository whose `cat-file` process this one reads through
+    (objects are read by id: one process serves the index and HEAD alike)."""
 
-    def __init__(self, root: Path, where: Where, label: str | None = None) -> None:
+    def __init__(
+        self, root: Path, where: Where, label: str | None = None, share: TreeAt | None = None
+    ) -> None:
         self.root, self.where = root, where
         self.label = label or (where.value if isinstance(where, Rev) else where[:12])
         self._reader: gitio.BlobReader | None = None
+        self._share = share
         self._commit = gitio.CommitFiles(where, root) if isinstance(where, str) else None
 
     # ------------------------------------------------------------------ listing and reads
@@ -191,13 +201,15 @@ class TreeAt:
         paths = list(dict.fromkeys(paths))
         if self.where is Rev.WORKTREE:
             return {p: _read_file(self.root / p) for p in paths}
-        if self._commit is not None:
+        if self._commit is not None and self._share is None:
             return self._commit.read(paths)
         ids = {p: self.entries[p][1] for p in paths if p in self.entries}
         blobs = self._blobs().read_blobs(ids.values())
         return {p: blobs.get(ids[p]) if p in ids else None for p in paths}
 
     def _blobs(self) -> gitio.BlobReader:
+        if self._share is not None:
+            return self._share._blobs()
         if self._reader is None:
             self._reader = gitio.BlobReader(self.root)
         return self._reader

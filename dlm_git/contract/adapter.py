@@ -4,7 +4,7 @@ the base itself (`base.identity`) and `dvc.lock`'s record of it (`dvc.binding`).
 
 Invariants:
 - They judge the bytes where `DocAt.adapter` found them (`AdapterAt.files`: DVC cache
-  objects, copies of them, or a directory on disk) against manifest `m`, a dict of the
+  objects, copies of them, or a directory on disk) against manifest `manifest`, a dict of the
   shape `shapes.manifest_problem` accepts. Nothing is unpickled: tensors are read
   through dlm-git's own safetensors header parser, and files through `fsutil` (a FIFO
   is one line, never a wait).
@@ -38,11 +38,11 @@ FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16"})
 
 
 def file_checks(
-    checks: Checks, m: dict[str, Any], adapter: AdapterAt, sha256: Callable[[str, Path], str]
+    checks: Checks, manifest: dict[str, Any], adapter: AdapterAt, sha256: Callable[[str, Path], str]
 ) -> bool:
     """`adapter.files`, then `adapter.sha256` (`sha256(name, path)` hashes a file); whether
     the files are the ones recorded (the other adapter checks need them)."""
-    recorded = m["adapter"]["files"]
+    recorded = manifest["adapter"]["files"]
 
     def files() -> str:
         names, expected = sorted(adapter.files), sorted(recorded)
@@ -83,7 +83,7 @@ def file_checks(
     return True
 
 
-def adapter_checks(checks: Checks, m: dict[str, Any], adapter: AdapterAt) -> bool:
+def adapter_checks(checks: Checks, manifest: dict[str, Any], adapter: AdapterAt) -> bool:
     """`adapter.files`, `adapter.sha256` and `adapter.tensors` (the weights read once);
     whether the files are the ones recorded."""
     weights: dict[str, SafetensorsDigest] = {}
@@ -94,14 +94,14 @@ def adapter_checks(checks: Checks, m: dict[str, Any], adapter: AdapterAt) -> boo
         weights[name] = digest_safetensors(path)
         return weights[name].file_sha256
 
-    if not file_checks(checks, m, adapter, sha256):
+    if not file_checks(checks, manifest, adapter, sha256):
         return False
-    checks.run("adapter.tensors", lambda: _tensors(m, adapter, weights.get(ADAPTER_WEIGHTS)))
+    checks.run("adapter.tensors", lambda: _tensors(manifest, adapter, weights.get(ADAPTER_WEIGHTS)))
     return True
 
 
-def _tensors(m: dict[str, Any], adapter: AdapterAt, digest: SafetensorsDigest | None) -> str:
-    recorded = m["adapter"]
+def _tensors(manifest: dict[str, Any], adapter: AdapterAt, digest: SafetensorsDigest | None) -> str:
+    recorded = manifest["adapter"]
     path = adapter.files.get(ADAPTER_WEIGHTS)
     if path is None or not path.is_file():
         raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
@@ -114,8 +114,8 @@ def _tensors(m: dict[str, Any], adapter: AdapterAt, digest: SafetensorsDigest | 
         raise CheckFailed(f"tensor names differ (extra: {extra[:3]}, missing: {missing[:3]})")
     for name in sorted(expected):
         if actual[name] != expected[name]:
-            a, e = actual[name], expected[name]
-            what = "dtype" if a[0] != e[0] else "shape" if a[1] != e[1] else "bytes"
+            got, want = actual[name], expected[name]
+            what = "dtype" if got[0] != want[0] else "shape" if got[1] != want[1] else "bytes"
             raise CheckFailed(f"tensor {name}: {what} differ from the manifest")
     expect_equal("tensor root", recorded["tensor_root"], digest.tensor_root)
     return f"{len(actual)} tensors, root {digest.tensor_root[:16]}"
@@ -123,7 +123,7 @@ def _tensors(m: dict[str, Any], adapter: AdapterAt, digest: SafetensorsDigest | 
 
 def structure_check(
     checks: Checks,
-    m: dict[str, Any],
+    manifest: dict[str, Any],
     adapter: AdapterAt | None,
     base_dir: Path | None,
     bases: BaseReads | None = None,
@@ -135,7 +135,7 @@ def structure_check(
         if adapter is None:
             raise CheckAbsent("adapter not available")
         config = _adapter_config(adapter)
-        r, targets = _config_agrees(m["training_config"], config)
+        rank, targets = _config_agrees(manifest["training_config"], config)
         weights = adapter.files.get(ADAPTER_WEIGHTS)
         if weights is None or not weights.is_file():
             raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
@@ -143,10 +143,10 @@ def structure_check(
         shapes = (bases or BaseReads()).linear_shapes(base_dir) if base_dir is not None else None
         if shapes is None:
             raise CheckAbsent("base weights not available to check LoRA shapes against")
-        pairs = sum(_lora_pair(name, info, r, targets, shapes) for name, info in header.items())
+        pairs = sum(_lora_pair(name, info, rank, targets, shapes) for name, info in header.items())
         if pairs == 0:
             raise CheckFailed("no LoRA tensors in the adapter")
-        return f"{pairs // 2} LoRA pairs consistent with r={r}"
+        return f"{pairs // 2} LoRA pairs consistent with r={rank}"
 
     checks.run("adapter.structure", structure)
 
@@ -181,7 +181,7 @@ def _config_agrees(cfg: dict[str, Any], config: dict[str, Any]) -> tuple[int, se
 
 
 def _lora_pair(
-    name: str, info: Any, r: int, targets: set[str], base: dict[str, tuple[int, int]]
+    name: str, info: Any, rank: int, targets: set[str], base: dict[str, tuple[int, int]]
 ) -> int:
     """1 for a well-shaped LoRA tensor, 0 for the metadata; `CheckFailed` otherwise."""
     if name == "__metadata__":
@@ -198,9 +198,9 @@ def _lora_pair(
     if base_name not in base:
         raise CheckFailed(f"{name}: no base weight {base_name}")
     out_f, in_f = base[base_name]
-    want = [r, in_f] if ".lora_A." in name else [out_f, r]
+    want = [rank, in_f] if ".lora_A." in name else [out_f, rank]
     if list(info["shape"]) != want:
-        raise CheckFailed(f"{name}: shape {list(info['shape'])}, expected {want} (r={r})")
+        raise CheckFailed(f"{name}: shape {list(info['shape'])}, expected {want} (r={rank})")
     return 1
 
 
@@ -209,8 +209,8 @@ def _base_linear_shapes(base_dir: Path) -> dict[str, tuple[int, int]] | None:
     files = sorted(base_dir.glob("*.safetensors"))
     if not files:
         return None
-    for f in files:
-        header, _ = read_safetensors_header(f)
+    for weights in files:
+        header, _ = read_safetensors_header(weights)
         for name, info in header.items():
             if name != "__metadata__" and len(info["shape"]) == 2:
                 shapes[name] = (int(info["shape"][0]), int(info["shape"][1]))
@@ -246,18 +246,18 @@ class BaseReads:
 
 
 def base_check(
-    checks: Checks, m: dict[str, Any], base_dir: Path | None, bases: BaseReads | None = None
+    checks: Checks, manifest: dict[str, Any], base_dir: Path | None, bases: BaseReads | None = None
 ) -> None:
     """`base.identity`: the base on this machine is the one the manifest records (tensor
     root, tokenizer, config). `bases`: the run's reads of its bases (else read here)."""
-    base = m["base"]
+    base = manifest["base"]
 
     def identity() -> str:
         if base_dir is None:
             raise CheckAbsent(f"base {base['spec']} is not available here")
         ident = (bases or BaseReads()).identity(base_dir, base["revision"])
         expect_equal("base tensor root", base["tensor_root"], ident.tensor_root)
-        expect_equal("base tokenizer sha256", m["tokenizer_sha256"], ident.tokenizer_sha256)
+        expect_equal("base tokenizer sha256", manifest["tokenizer_sha256"], ident.tokenizer_sha256)
         if base.get("config_sha256") is None:
             return f"tensor root {ident.tensor_root[:16]} (config.json not recorded)"
         expect_equal("base config.json sha256", base["config_sha256"], ident.config_sha256)

@@ -83,12 +83,15 @@ INPUTS = (
 
 
 def determinism(
-    m: dict[str, Any], lock: dict[str, Any], head_m: dict[str, Any], head: dict[str, Any]
+    manifest: dict[str, Any],
+    lock: dict[str, Any],
+    head_record: dict[str, Any],
+    head: dict[str, Any],
 ) -> Check | None:
     """HEAD's inputs but another adapter, judged by the setup (None: nothing to say)."""
-    if any(dig(head_m, *keys) != dig(m, *keys) for keys in INPUTS):
+    if any(dig(head_record, *keys) != dig(manifest, *keys) for keys in INPUTS):
         return None
-    old, new = dig(head_m, "adapter", "tensor_root"), dig(m, "adapter", "tensor_root")
+    old, new = dig(head_record, "adapter", "tensor_root"), dig(manifest, "adapter", "tensor_root")
     if old == new:
         return None
     moved = f"same inputs as HEAD but a different adapter ({str(old)[:16]} -> {str(new)[:16]})"

@@ -15,7 +15,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -90,11 +90,13 @@ class CheckAbsent(Exception):
     check cannot compare, which is never a pass and never a failure."""
 
 
-@dataclass
 class Checks:
     """The checks of one document, in the order they ran."""
 
-    items: list[Check] = field(default_factory=list)
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: list[Check] = []
 
     def add(self, name: str, ok: bool, detail: str) -> bool:
         """A check that compared (ok or failed)."""

@@ -15,8 +15,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlm_git.contract.outcome import CheckFailed, Checks, expect_equal, expect_text
 from dlm_git.contract.shapes import parse_manifest
@@ -26,8 +25,7 @@ from dlm_git.hashing import canonical_json_sha256
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
 
 
-@dataclass(frozen=True)
-class Records:
+class Records(NamedTuple):
     """A document's manifest, parsed and of the right shape, and its lock when that
     parsed too (the binding checks need both; sources and adapter the manifest only)."""
 
@@ -78,14 +76,14 @@ def record_checks(
         if doc.dlm_name is None:
             checks.add("doc.sha256", False, _not_one(doc))
         return records
-    m, lk = records.manifest, records.lock
-    checks.run("lock.binding", lambda: lock_binding(doc, m))
-    checks.run("lock.fields", lambda: lock_fields(m, lk))
+    manifest, lock = records.manifest, records.lock
+    checks.run("lock.binding", lambda: lock_binding(doc, manifest))
+    checks.run("lock.fields", lambda: lock_fields(manifest, lock))
     if vouched is None or not vouched(records):
-        checks.run("lock.versions", lambda: lock_versions(m, lk))
-    checks.run("doc.sha256", lambda: doc_sha256(doc, m))
-    checks.run("doc.base_model", lambda: doc_base_model(doc, m, lk))
-    checks.run("config.digest", lambda: config_digest(m))
+        checks.run("lock.versions", lambda: lock_versions(manifest, lock))
+    checks.run("doc.sha256", lambda: doc_sha256(doc, manifest))
+    checks.run("doc.base_model", lambda: doc_base_model(doc, manifest, lock))
+    checks.run("config.digest", lambda: config_digest(manifest))
     return records
 
 
@@ -96,9 +94,9 @@ def _not_one(doc: DocAt) -> str:
     )
 
 
-def lock_binding(doc: DocAt, m: dict[str, Any]) -> str:
+def lock_binding(doc: DocAt, manifest: dict[str, Any]) -> str:
     try:
-        return expect_text("lock_sha256", m["lock_sha256"], doc.lock or b"")
+        return expect_text("lock_sha256", manifest["lock_sha256"], doc.lock or b"")
     except CheckFailed as exc:
         raise CheckFailed(
             f"{MANIFEST_NAME} does not bind the {kind_word(doc)}{LOCK_NAME} (lock_sha256): "
@@ -106,53 +104,57 @@ def lock_binding(doc: DocAt, m: dict[str, Any]) -> str:
         ) from None
 
 
-def lock_fields(m: dict[str, Any], lk: dict[str, Any]) -> str:
-    base = m["base"]
-    expect_equal("lock.dlm_id vs manifest", lk["dlm_id"], m["dlm_id"])
-    expect_equal("lock.dlm_sha256 vs manifest", lk["dlm_sha256"], m["dlm_sha256"])
-    expect_equal("lock.base_model_sha256 vs manifest", lk["base_model_sha256"], base["tensor_root"])
-    if lk["base_model_revision"] != base["revision"]:  # None for a local directory base
+def lock_fields(manifest: dict[str, Any], lock: dict[str, Any]) -> str:
+    base = manifest["base"]
+    expect_equal("lock.dlm_id vs manifest", lock["dlm_id"], manifest["dlm_id"])
+    expect_equal("lock.dlm_sha256 vs manifest", lock["dlm_sha256"], manifest["dlm_sha256"])
+    expect_equal(
+        "lock.base_model_sha256 vs manifest", lock["base_model_sha256"], base["tensor_root"]
+    )
+    if lock["base_model_revision"] != base["revision"]:  # None for a local directory base
         raise CheckFailed(
-            f"lock.base_model_revision vs manifest: recorded {lk['base_model_revision']!r}"
+            f"lock.base_model_revision vs manifest: recorded {lock['base_model_revision']!r}"
             f" but found {base['revision']!r}"
         )
-    expect_equal("lock.base_model vs manifest", lk["base_model"], base["spec"])
-    expect_equal("lock.seed vs manifest config", lk["seed"], m["training_config"].get("seed"))
+    expect_equal("lock.base_model vs manifest", lock["base_model"], base["spec"])
+    expect_equal(
+        "lock.seed vs manifest config", lock["seed"], manifest["training_config"].get("seed")
+    )
     return "dlm_id, dlm_sha256, base, seed agree"
 
 
-def lock_versions(m: dict[str, Any], lk: dict[str, Any]) -> str:
-    versions = lk["pinned_versions"]
+def lock_versions(manifest: dict[str, Any], lock: dict[str, Any]) -> str:
+    versions = lock["pinned_versions"]
     torch_v = versions.get("torch")
     if not isinstance(torch_v, str) or not version_major(torch_v).isdigit():
         raise CheckFailed(f"pinned_versions.torch: {torch_v!r} is not a torch version")
-    if m["base"]["kind"] != "builtin":
+    if manifest["base"]["kind"] != "builtin":
         return f"torch {torch_v}"
     # The builtin base's revision names the library versions that built it, which are the
     # versions that trained the adapter: the lock must agree with it.
     derived = builtin_revision(versions)
-    if derived != lk["base_model_revision"]:
+    if derived != lock["base_model_revision"]:
         raise CheckFailed(
             f"pinned_versions (torch {torch_v}, transformers "
             f"{versions.get('transformers')}, tokenizers {versions.get('tokenizers')}) "
-            f"did not build base revision {lk['base_model_revision']} (they give "
+            f"did not build base revision {lock['base_model_revision']} (they give "
             f"{derived}): the lock does not record the environment that trained this"
         )
     return f"torch {torch_v}; versions agree with base {derived}"
 
 
-def doc_sha256(doc: DocAt, m: dict[str, Any]) -> str:
+def doc_sha256(doc: DocAt, manifest: dict[str, Any]) -> str:
     if doc.dlm_name is None or doc.dlm is None:
         raise CheckFailed(_not_one(doc))
     try:
-        return expect_text("dlm_sha256", m["dlm_sha256"], doc.dlm)
+        return expect_text("dlm_sha256", manifest["dlm_sha256"], doc.dlm)
     except CheckFailed:
         raise CheckFailed(
             f"{doc.dlm_name} changed since it was trained ({MANIFEST_NAME} is stale)"
         ) from None
 
 
-def doc_base_model(doc: DocAt, m: dict[str, Any], lk: dict[str, Any]) -> str:
+def doc_base_model(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) -> str:
     """The records name the base the `.dlm`'s frontmatter names (read without the
     schema; `builtin:tiny` when absent)."""
     if doc.dlm is None:
@@ -161,8 +163,8 @@ def doc_base_model(doc: DocAt, m: dict[str, Any], lk: dict[str, Any]) -> str:
     if written is None:
         raise CheckFailed(f"{doc.dlm_name}'s frontmatter does not give base_model as a string")
     recorded = {
-        f"{LOCK_NAME} base_model": lk["base_model"],
-        f"{MANIFEST_NAME} base.spec": m["base"]["spec"],
+        f"{LOCK_NAME} base_model": lock["base_model"],
+        f"{MANIFEST_NAME} base.spec": manifest["base"]["spec"],
     }
     wrong = [f"{name} {value!r}" for name, value in recorded.items() if value != written]
     if wrong:
@@ -173,9 +175,13 @@ def doc_base_model(doc: DocAt, m: dict[str, Any], lk: dict[str, Any]) -> str:
     return written
 
 
-def config_digest(m: dict[str, Any]) -> str:
-    expect_equal("config_sha256", m["config_sha256"], canonical_json_sha256(m["training_config"]))
-    return str(m["config_sha256"])[:16]
+def config_digest(manifest: dict[str, Any]) -> str:
+    expect_equal(
+        "config_sha256",
+        manifest["config_sha256"],
+        canonical_json_sha256(manifest["training_config"]),
+    )
+    return str(manifest["config_sha256"])[:16]
 
 
 def version_major(version: str) -> str:

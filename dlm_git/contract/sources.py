@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from dlm_git.doc.sources import SourcesComparison
 
 
-def recorded_files(m: dict[str, Any]) -> list[tuple[str, str, int]]:
-    return [(f["relpath"], f["sha256"], f["size"]) for f in m["sources"]["files"]]
+def recorded_files(manifest: dict[str, Any]) -> list[tuple[str, str, int]]:
+    return [(f["relpath"], f["sha256"], f["size"]) for f in manifest["sources"]["files"]]
 
 
-def sources_checks(checks: Checks, doc: DocAt, m: dict[str, Any], work: Path) -> None:
+def sources_checks(checks: Checks, doc: DocAt, manifest: dict[str, Any], work: Path) -> None:
     """Re-expand `doc`'s sources (written under `work` unless it is the work tree's) and
-    compare them and its sections with manifest `m`."""
+    compare them and its sections with manifest `manifest`."""
     from dlm_git.doc.parser import parse_document
     from dlm_git.doc.sources import Outside, compare_sources, expand_sources
 
@@ -47,27 +47,31 @@ def sources_checks(checks: Checks, doc: DocAt, m: dict[str, Any], work: Path) ->
     outside = Outside.READ if doc.reads_outside else Outside.SKIP
     try:
         parsed = parse_document(dlm_path)
-        found = compare_sources(parsed, expand_sources(parsed, root, outside), recorded_files(m))
+        found = compare_sources(
+            parsed, expand_sources(parsed, root, outside), recorded_files(manifest)
+        )
     except DlmGitError as exc:
         text = exc.one_line().replace(f"{work}/", f"{doc.tree.label}:")
         checks.items.append(failed("sources.root", f"the document does not load: {text}"))
         checks.add("sections.order", False, "sources could not be expanded")
         return
-    checks.run("sources.root", lambda: _root(doc, m, found))
-    checks.run("sections.order", lambda: _sections(m, found))
+    checks.run("sources.root", lambda: _root(doc, manifest, found))
+    checks.run("sections.order", lambda: _sections(manifest, found))
 
 
-def _root(doc: DocAt, m: dict[str, Any], found: SourcesComparison) -> str:
+def _root(doc: DocAt, manifest: dict[str, Any], found: SourcesComparison) -> str:
     from dlm_git.manifest.records import sources_record
 
-    recorded = recorded_files(m)
+    recorded = recorded_files(manifest)
     if found.differs:
         raise CheckFailed(
             f"{kind_word(doc)}sources differ from those {MANIFEST_NAME} was trained on"
             f" ({found.describe()})"
         )
     root = sources_record(recorded).merkle_root
-    expect_equal("sources merkle root vs the manifest's files", m["sources"]["merkle_root"], root)
+    expect_equal(
+        "sources merkle root vs the manifest's files", manifest["sources"]["merkle_root"], root
+    )
     old = f"; {found.legacy} recorded by their raw bytes (older record)" if found.legacy else ""
     if found.unread:
         raise CheckAbsent(
@@ -78,8 +82,8 @@ def _root(doc: DocAt, m: dict[str, Any], found: SourcesComparison) -> str:
     return f"{len(recorded)} files, root {root[:16]}{old}"
 
 
-def _sections(m: dict[str, Any], found: SourcesComparison) -> str:
-    recorded = m["section_ids"]
+def _sections(manifest: dict[str, Any], found: SourcesComparison) -> str:
+    recorded = manifest["section_ids"]
     if not found.sections_match(recorded):
         expected = [i for i in found.section_ids if i is not None]
         if len(expected) == len(found.section_ids) and sorted(expected) == sorted(recorded):
@@ -97,7 +101,7 @@ def _sections(m: dict[str, Any], found: SourcesComparison) -> str:
     return f"{len(recorded)} sections in order"
 
 
-def sources_without_directives(checks: Checks, doc: DocAt, m: dict[str, Any]) -> bool:
+def sources_without_directives(checks: Checks, doc: DocAt, manifest: dict[str, Any]) -> bool:
     """Both checks for a document with no `training.sources` at all, without the parser:
     its expansion is empty (the root of the empty tree) and its sections are its own.
     False when it has directives (the caller re-expands)."""
@@ -109,11 +113,11 @@ def sources_without_directives(checks: Checks, doc: DocAt, m: dict[str, Any]) ->
     ids = section_ids(doc.dlm or b"")
     if ids is None:
         return False  # the parser says what is wrong with it
-    files, root = m["sources"]["files"], m["sources"]["merkle_root"]
+    files, root = manifest["sources"]["files"], manifest["sources"]["merkle_root"]
     same = not files and root == merkle_root([])
     what = f"{kind_word(doc)}sources differ from those {MANIFEST_NAME} was trained on"
     checks.add("sources.root", same, "no sources, root of the empty tree" if same else what)
-    _order(checks, m["section_ids"], ids)
+    _order(checks, manifest["section_ids"], ids)
     return True
 
 
@@ -144,7 +148,7 @@ def outside_absent(checks: Checks, doc: DocAt) -> None:
 
 
 def sections_from_head(
-    checks: Checks, doc: DocAt, m: dict[str, Any], head: DocAt, head_m: dict[str, Any]
+    checks: Checks, doc: DocAt, manifest: dict[str, Any], head: DocAt, head_record: dict[str, Any]
 ) -> bool:
     """`sections.order` for a commit being made whose sources are HEAD's (`sources.root`
     not re-run): the staged `.dlm`'s own section ids, then the sources' ids as HEAD's
@@ -153,10 +157,10 @@ def sections_from_head(
     from dlm_git.doc.body import section_ids
 
     mine, theirs = section_ids(doc.dlm or b""), section_ids(head.dlm or b"")
-    head_ids = head_m.get("section_ids")
+    head_ids = head_record.get("section_ids")
     if mine is None or theirs is None or not isinstance(head_ids, list):
         return False
     if len(head_ids) < len(theirs) or head_ids[: len(theirs)] != theirs:
         return False  # HEAD's record is not what this rule expects: judge it in full
-    _order(checks, m["section_ids"], mine + head_ids[len(theirs) :])
+    _order(checks, manifest["section_ids"], mine + head_ids[len(theirs) :])
     return True

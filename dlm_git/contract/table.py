@@ -14,8 +14,8 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Flag, auto
+from typing import NamedTuple
 
 from dlm_git.contract.outcome import Check, Outcome, Severity
 from dlm_git.lock.policy import strict_severity
@@ -32,8 +32,7 @@ class Runs(Flag):
     BOTH = HOOK | HASH
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     id: str
     runs: Runs
     severity: Severity
@@ -146,7 +145,6 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         "the adapter directory (the DVC cache at the md5"
         " `dvc.lock` names) holds exactly the files the manifest names",
-        "run `dvc pull` or `dvc repro`",
     ),
     Rule(
         "adapter.sha256",

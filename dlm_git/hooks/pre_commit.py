@@ -110,7 +110,7 @@ def _trees(root: Path, head: str | None) -> Iterator[tuple[TreeAt, TreeAt | None
         if head is None:
             yield index, None
             return
-        with TreeAt(root, head, "HEAD") as at_head:
+        with TreeAt(root, head, "HEAD", share=index) as at_head:
             yield index, at_head
 
 

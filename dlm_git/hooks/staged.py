@@ -30,7 +30,6 @@ from dlm_git.contract.adapter import file_checks
 from dlm_git.contract.commit_time import determinism, head_lock, head_manifest, lock_drift
 from dlm_git.contract.outcome import Check, Checks, Outcome, Severity
 from dlm_git.contract.records import Records, record_checks
-from dlm_git.contract.signature import signature_checks
 from dlm_git.contract.sources import (
     outside_absent,
     sections_from_head,
@@ -56,17 +55,17 @@ def within(path: str, directory: str) -> bool:
 
 
 def versions_as_head(
-    records: Records, head_lock: dict[str, Any] | None, head_m: dict[str, Any] | None
+    records: Records, head_lock: dict[str, Any] | None, head_record: dict[str, Any] | None
 ) -> bool:
     """`lock.versions` is a function of the lock's pinned versions and base revision and
     the manifest's base kind: when all three are HEAD's, HEAD's record vouches for it (it
     was checked when HEAD was committed), and its base spec need not be built again."""
     lock = records.lock
-    if lock is None or head_lock is None or head_m is None:
+    if lock is None or head_lock is None or head_record is None:
         return False
     same = ("pinned_versions", "base_model_revision")
     return all(lock[k] == head_lock[k] for k in same) and (
-        records.manifest["base"]["kind"] == head_m["base"]["kind"]
+        records.manifest["base"]["kind"] == head_record["base"]["kind"]
     )
 
 
@@ -98,25 +97,25 @@ class StagedChecks:
                 self.signature(checks, doc)  # a dlm.sig here signs records that are not
             return checks.items
         before = head_lock(head.lock) if head is not None else None
-        head_m = head_manifest(head.manifest) if head is not None else None
-        records = record_checks(checks, doc, lambda r: versions_as_head(r, before, head_m))
+        head_record = head_manifest(head.manifest) if head is not None else None
+        records = record_checks(checks, doc, lambda r: versions_as_head(r, before, head_record))
         lock = records.lock if records is not None else None
         if lock is not None and before is not None and head is not None:
             checks.items += lock_drift(lock, before, head.lock or b"")
         if records is None or lock is None or doc.dlm_name is None:
             return checks.items
-        m = records.manifest
-        self.adapter(checks, doc, m)
+        manifest = records.manifest
+        self.adapter(checks, doc, manifest)
         stale = checks.get("doc.sha256")
         if stale is not None and stale.ok:
-            self.sources(checks, doc, m, head, head_m)
-        if head_m is not None and before is not None:
-            found = determinism(m, lock, head_m, before)
+            self.sources(checks, doc, manifest, head, head_record)
+        if head_record is not None and before is not None:
+            found = determinism(manifest, lock, head_record, before)
             checks.items += [found] if found is not None else []
         self.signature(checks, doc)
         return checks.items
 
-    def adapter(self, checks: Checks, doc: DocAt, m: dict[str, Any]) -> None:
+    def adapter(self, checks: Checks, doc: DocAt, manifest: dict[str, Any]) -> None:
         """`adapter.files` and `adapter.sha256` where the index says the adapter is."""
         try:
             found = doc.adapter(self.root)  # the index's adapter is read in place
@@ -132,32 +131,41 @@ class StagedChecks:
                     Outcome.ABSENT,
                     found,
                     Severity.WARN if quiet else None,
-                    "run `dvc repro`" if quiet else None,
+                    "run `dvc repro`" if quiet else "run `dvc pull` or `dvc repro`",
                 )
             )
             return
-        file_checks(checks, m, found, lambda _name, path: self.hashes.sha256(path))
+        file_checks(checks, manifest, found, lambda _name, path: self.hashes.sha256(path))
 
     def sources(
-        self, checks: Checks, doc: DocAt, m: dict[str, Any], head: DocAt | None, head_m: Any
+        self,
+        checks: Checks,
+        doc: DocAt,
+        manifest: dict[str, Any],
+        head: DocAt | None,
+        head_record: Any,
     ) -> None:
         """`sources.root` and `sections.order`, re-expanding only when HEAD's record
         cannot vouch for the sources."""
-        if head is not None and head_m is not None and self.sources_unchanged(doc, m, head, head_m):
+        if (
+            head is not None
+            and head_record is not None
+            and self.sources_unchanged(doc, manifest, head, head_record)
+        ):
             found = Checks()
-            if sections_from_head(found, doc, m, head, head_m):
+            if sections_from_head(found, doc, manifest, head, head_record):
                 outside_absent(checks, doc)
                 checks.items += found.items
                 return
-        if sources_without_directives(checks, doc, m):
+        if sources_without_directives(checks, doc, manifest):
             return
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="dlm-git-hook-") as tmp:
-            sources_checks(checks, doc, m, Path(tmp))
+            sources_checks(checks, doc, manifest, Path(tmp))
 
     def sources_unchanged(
-        self, doc: DocAt, m: dict[str, Any], head: DocAt, head_m: dict[str, Any]
+        self, doc: DocAt, manifest: dict[str, Any], head: DocAt, head_record: dict[str, Any]
     ) -> bool:
         """The staged sources root is HEAD's, without re-expanding: the same `.dlm` path
         with the same `training.sources` / `sources_policy`, nothing staged under the
@@ -171,8 +179,8 @@ class StagedChecks:
         dirs = doc.source_dirs
         if any(within(p, d) for d in dirs for p in [*self.staged, *self.symlinks]):
             return False
-        root = dig(head_m, "sources", "merkle_root", kind=str)
-        return root is not None and root == m["sources"]["merkle_root"]
+        root = dig(head_record, "sources", "merkle_root", kind=str)
+        return root is not None and root == manifest["sources"]["merkle_root"]
 
     def signature(self, checks: Checks, doc: DocAt) -> None:
         """A staged `dlm.sig` judged as `verify` will judge the commit: a signature that no
@@ -181,6 +189,8 @@ class StagedChecks:
         No key is read for an unsigned document."""
         if doc.signature is None and not self.required:
             return
+        from dlm_git.contract.signature import signature_checks
+
         signature_checks(checks, doc, self.keys, self.required)
 
     @functools.cached_property

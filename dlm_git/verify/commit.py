@@ -1,28 +1,34 @@
 """Verify what a commit records, reading the commit's objects (never the work tree).
 
 Invariants:
+- The commit is a `docat.TreeAt` and each document a `DocAt` of it, judged by the one
+  check list (`verify.hashlevel.check_document`, the contract's checks) that the
+  pre-commit hook runs on the index and `verify --worktree` on the work tree.
 - The documents verified are found from one listing of the commit's tree
-  (`dlm_git.docset`), never from params.yaml alone: every `.dlm` beside records and
-  every dlm.lock, listed or not, plus what params.yaml lists. Check `pipeline.documents`
-  (first) fails for a document dropped from `documents:` while its records remain and for
-  a listed directory without a .dlm; params.yaml's own problems are one more report.
+  (`TreeAt.documents`, the `docset` rule), never from params.yaml alone: every `.dlm`
+  beside records and every dlm.lock, listed or not, plus what params.yaml lists. Check
+  `pipeline.documents` (first) fails for a document dropped from `documents:` while its
+  records remain and for a listed directory without a .dlm; params.yaml's own problems
+  are one more report. A params.yaml nested too deep is one error naming
+  `<commit>:params.yaml`, as in every reader.
 - The .dlm, dlm.lock, manifest.json, dvc.lock and sources come from the commit's tree
   (materialized into a temp directory for re-expansion); the adapter bytes come from the
   DVC cache at the md5s the commit's dvc.lock names. The worktree and index are never
   read or modified.
 - Each check ends in a state (`Outcome`: ok, failed, absent) set where it runs; the
   verdict is computed from the states only (`report.verdict_of`), never from detail text.
-  A missing record (no manifest, no dvc.lock record) fails; what only this machine lacks
-  (the adapter's DVC cache object, the base) is absent: `CANNOT_VERIFY`. A record
+  A missing record (no manifest) fails; what only this machine lacks (the adapter's DVC
+  cache object or its `dvc.lock` record, the base) is absent: `CANNOT_VERIFY`. A record
   that is there but malformed (dvc.lock that does not parse or is wrongly shaped, an md5
   that is not an md5, a `.dir` listing that is not one) is `FAILED` (check
   `dvc.binding`), and nothing it names is opened.
 - What the documents of a commit share is read once per run, so a verify costs a fixed
   number of git processes however many documents the commit holds: one listing of the
-  tree and one `cat-file` process (`gitio.CommitFiles`), dvc.lock parsed once
-  (`dvcfiles.lock_outs`, keyed by its bytes), each base read once (`checks.BaseReads`).
-  Every check still runs on every document, in a temp directory of its own, and compares
-  that document's own records: one document's verdict never depends on another's.
+  tree and one `cat-file` process (`TreeAt` over `gitio.CommitFiles`), dvc.lock parsed
+  once (`dvcfiles.lock_outs`, keyed by its bytes), each base read once
+  (`contract.adapter.BaseReads`). Every check still runs on every document, in a temp
+  directory of its own, and compares that document's own records: one document's
+  verdict never depends on another's.
 """
 
 from __future__ import annotations

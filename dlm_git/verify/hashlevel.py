@@ -84,7 +84,7 @@ def _adapter_level(
     checks: Checks, doc: DocAt, records: Records, work: Path, run: Run, adapter_from: Path | None
 ) -> list[str]:
     """The adapter, base and dvc.lock checks; the notes about what is absent."""
-    m = records.manifest
+    manifest = records.manifest
     try:
         found = _adapter(doc, work, adapter_from)
     except DvcRecordError as exc:
@@ -97,20 +97,20 @@ def _adapter_level(
     if adapter is None:
         checks.absent("adapter.files", f"{found} (run `dvc pull` or `dvc repro`)")
     else:
-        adapter_checks(checks, m, adapter)
+        adapter_checks(checks, manifest, adapter)
     notes = []
     base_dir = locate_base_dir(
-        m["base"]["spec"],
+        manifest["base"]["spec"],
         run.root / doc.rel,
         run.root,
         run.tiny_dir,
         build=run.build_base,
-        revision=m["base"]["revision"],
+        revision=manifest["base"]["revision"],
     )
     if base_dir is None and doc.tree.where is not Rev.WORKTREE:
-        notes.append(f"base {m['base']['spec']} is not available on this machine")
-    structure_check(checks, m, adapter, base_dir, run.bases)
-    base_check(checks, m, base_dir, run.bases)
+        notes.append(f"base {manifest['base']['spec']} is not available on this machine")
+    structure_check(checks, manifest, adapter, base_dir, run.bases)
+    base_check(checks, manifest, base_dir, run.bases)
     if run.use_dvc:
         files = adapter.files if adapter is not None else None
         dvc_binding(checks, doc.dvc_lock, doc.rel, files, run.root)
