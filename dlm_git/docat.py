@@ -41,7 +41,14 @@ from typing import NamedTuple
 from dlm_git import gitio
 from dlm_git.doc.peek import source_dirs
 from dlm_git.docset import PARAMS_NAME, Params, Tree, documents, read_params
-from dlm_git.dvcfiles import DvcOut, cache_object, copy_object, dir_listing, lock_outs
+from dlm_git.dvcfiles import (
+    DvcOut,
+    cache_object,
+    copy_object,
+    dir_listing,
+    find_out_in,
+    lock_outs,
+)
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME
@@ -312,9 +319,10 @@ NO_PIPELINE = "no dvc.lock and no adapter/ here: adapter not checked"
 
 def cached_adapter(root: Path, dvc_lock: bytes, rel: str) -> AdapterAt | str:
     """The adapter `dvc_lock` records for document `rel`, read in place in the DVC cache
-    (a listed file the cache lacks keeps its path: reading it fails)."""
+    (a listed file the cache lacks keeps its path: reading it fails). Only the stages
+    that name it are parsed (`dvcfiles.find_out_in`): one document of a large dvc.lock."""
     path = prefix_of(rel) + ADAPTER_DIR
-    out = lock_outs(dvc_lock).find(path)
+    out = find_out_in(dvc_lock, path)
     if out is None:
         return f"dvc.lock records no {path}"
     listing = dir_listing(root, out.md5)
