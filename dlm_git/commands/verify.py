@@ -10,6 +10,7 @@ import typer
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json
+from dlm_git.layout import ADAPTER_DIR, DOC_OUTS
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def verify(
         # resolved once: a branch that moves during a long replay changes nothing here
         sha = resolve_commit(commit, root)
         rev = sha or commit  # an unresolvable one is reported by verify_commit
-        outs = ("adapter", "segments") if level == "segments" else ("adapter",)
+        outs = DOC_OUTS if level == "segments" else (ADAPTER_DIR,)
         reports = verify_commit(
             root,
             rev,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from dlm_git import docat, gitio
 from dlm_git.contract.outcome import Check, Outcome, absent, failed, judged, passed
 from dlm_git.errors import DlmGitError, UsageError
-from dlm_git.layout import ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAME
+from dlm_git.layout import ADAPTER_DIR, ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAME
 from dlm_git.numerics.judge import expect_bits
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
@@ -116,7 +116,7 @@ def replay_doc(
         ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
         notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
         recorded_sha = report.adapter_sha256
-        replayed_dir = work / "tree" / doc_rel / "adapter"
+        replayed_dir = work / "tree" / doc_rel / ADAPTER_DIR
         other_files = _other_files_differ(root, sha, doc_rel, outcome)
         if recorded_sha is not None and outcome.adapter_sha256 == recorded_sha and other_files:
             # Same weights, another config: the config is a pure function of the
