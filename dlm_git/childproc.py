@@ -6,7 +6,8 @@ Invariants:
   directory the parent makes and names to the child (`python -m MODULE DIR`: the child
   reads `DIR/request.json` and writes `DIR/answer.json`, atomically, last). The CLI's
   `--json` output is for users; no parent reads it. The pairs and their types are
-  `dlm_git.train.protocol`'s (and verify's segment replay).
+  `dlm_git.train.protocol`'s and verify's (the segment replay, `dlm_git.verify.segments`;
+  the pre-push hook's remote query, `dlm_git.verify.remote`).
 - Whatever a process reads back is hostile bytes: a bounded regular-file read,
   `safeparse.load_json` (bounded nesting, finite numbers), then `decode`, field by field
   into the dataclass (exact keys, exact JSON types, enums and literals by value, pydantic
@@ -15,8 +16,10 @@ Invariants:
 - A child's user error travels in its answer (its one line and exit code) and is raised
   in the parent as a `ChildError` with that line and code; a child that leaves no
   answer (a crash, a signal) is a `ChildError` naming how it ended and its last line.
-- The child is this interpreter and this dlm-git (`sys.executable -m dlm_git...`):
-  nothing read from a commit chooses what runs.
+- The child is this interpreter and this dlm-git (`sys.executable -P -m dlm_git...`):
+  nothing read from a commit chooses what runs. `-P`: the working directory (often a
+  work tree, every byte of it the commit's) is not put on the child's import path, so
+  a `dlm_git/` directory there is never imported in place of this dlm-git.
 - Imports nothing heavy (no pydantic, torch or dvc until a model is decoded): a hook's
   child may use it too.
 """
@@ -238,7 +241,7 @@ def call_child(
         work = Path(tmp)
         write_document(work / REQUEST, request)
         proc = subprocess.run(
-            [sys.executable, "-m", module, str(work)],
+            [sys.executable, "-P", "-m", module, str(work)],
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -12,8 +12,9 @@ Invariants:
   id; work-tree files through `fsutil.read_regular` (a FIFO or device is one line naming
   it, never a wait). Many documents of one tree cost a fixed number of git processes.
 - Which documents a tree holds is `docset.documents` on that one listing, with ONE
-  treatment of a `params.yaml` that nests too deep at every revision: a `DlmGitError`
-  naming `<rev>:params.yaml` with the fix (`TreeAt.params`).
+  treatment of a `params.yaml` that nests too deep at every revision: `docset.read_params`'s
+  `DlmGitError` naming `<rev>:params.yaml` with the fix (`TreeAt.params`; fsck's history
+  walk, which summarises trees incrementally, calls the same two functions).
 - A document directory's `.dlm` is the one file ending `.dlm` *directly* inside it
   (`dlms_in`); none or several is "no document" (`DocAt.dlm_name` None), never the first
   of several and never one in a subdirectory.
@@ -49,11 +50,10 @@ from dlm_git.dvcfiles import (
     find_out_in,
     lock_outs,
 )
-from dlm_git.errors import DlmGitError, UsageError
+from dlm_git.errors import UsageError
 from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
 from dlm_git.layout import ADAPTER_DIR, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME
 from dlm_git.paths import plain_name
-from dlm_git.safeparse import TooDeep
 
 DVC_LOCK = "dvc.lock"
 
@@ -67,6 +67,11 @@ class Rev(Enum):
 
 Where = Rev | str
 """`Rev.INDEX`, `Rev.WORKTREE`, or a commit's full object id."""
+
+
+def rev_label(where: Where) -> str:
+    """How errors name revision `where` by default: `index`, `work tree`, a short id."""
+    return where.value if isinstance(where, Rev) else where[:12]
 
 
 def prefix_of(doc_rel: str) -> str:
@@ -177,7 +182,7 @@ class TreeAt:
         self, root: Path, where: Where, label: str | None = None, share: TreeAt | None = None
     ) -> None:
         self.root, self.where = root, where
-        self.label = label or (where.value if isinstance(where, Rev) else where[:12])
+        self.label = label or rev_label(where)
         self._reader: gitio.BlobReader | None = None
         self._share = share
         self._commit = gitio.CommitFiles(where, root) if isinstance(where, str) else None
@@ -238,17 +243,11 @@ class TreeAt:
 
     @functools.cached_property
     def params(self) -> Params:
-        """params.yaml's `documents:` as this tree has it. One nested past the bound is a
-        `DlmGitError` naming `<rev>:params.yaml`, whoever reads it: hook, verify, diff
-        and log refuse it alike (everything else wrong with it is a `Params` problem)."""
-        try:
-            return read_params(self.read([PARAMS_NAME])[PARAMS_NAME])
-        except TooDeep as exc:
-            raise DlmGitError(
-                f"{self.label}:{PARAMS_NAME}",
-                f"does not parse: {exc.problem}",
-                "fix params.yaml: list each document directory under `documents:`",
-            ) from None
+        """params.yaml's `documents:` as this tree has it. One nested past the bound is
+        `docset.read_params`'s `DlmGitError` naming `<label>:params.yaml`, whoever reads
+        it: hook, verify, diff, log, sign and fsck refuse it alike (everything else wrong
+        with it is a `Params` problem)."""
+        return read_params(self.read([PARAMS_NAME])[PARAMS_NAME], self.label)
 
     @functools.cached_property
     def tree(self) -> Tree:

@@ -12,6 +12,11 @@ Invariants:
   directory without a `.dlm` is a problem reported against it; a document with records
   that a `documents:` list leaves out was dropped from the pipeline while its records
   remain, and is reported too (check `pipeline.documents`).
+- One params.yaml nested past `safeparse`'s bound is refused outright, at every revision
+  and by every reader (hook, verify, diff, log, sign, fsck): `read_params` raises the one
+  `DlmGitError` naming `<rev>:params.yaml`; no reader builds that error itself.
+- Which files bear on the answer is one predicate (`bears_on_documents`): a reader that
+  keeps only part of a listing (fsck's history walk) keeps those.
 - Built from one NUL-separated listing of the tree (names may hold any byte); imports
   nothing heavy (the git hooks use it).
 """
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from dlm_git.errors import DlmGitError
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
 from dlm_git.paths import is_safe
 from dlm_git.safeparse import TooDeep, load_yaml
@@ -32,10 +38,17 @@ PARAMS_NAME = "params.yaml"
 CHECK = "pipeline.documents"
 RECORD_NAMES = (LOCK_NAME, MANIFEST_NAME)
 FIX_PARAMS = "list each document directory under `documents:` in params.yaml"
+FIX_DEEP = "fix params.yaml: list each document directory under `documents:`"
 FIX_DROPPED = (
     "list it in params.yaml `documents:` again, or remove its records"
     " (`git rm <doc>/dlm.lock <doc>/manifest.json`)"
 )
+
+
+def bears_on_documents(name: str) -> bool:
+    """Whether a file named `name` (a base name) can change which documents a tree holds:
+    a `.dlm`, a record, or params.yaml."""
+    return name.endswith(".dlm") or name in RECORD_NAMES or name == PARAMS_NAME
 
 
 def _dir(path: str) -> str:
@@ -91,15 +104,18 @@ class Params:
     directories inside the repository."""
 
 
-def read_params(data: bytes | None) -> Params:
-    """Parse params.yaml's bytes (None: there is none). Nesting past the bound raises
-    `TooDeep` (callers refuse the file outright); everything else wrong is a problem."""
+def read_params(data: bytes | None, rev: str) -> Params:
+    """Parse the bytes of revision `rev`'s params.yaml (None: there is none). Nesting past
+    the bound is the one `DlmGitError` naming `<rev>:params.yaml` (every reader refuses
+    the file outright); everything else wrong is a problem."""
     if data is None:
         return Params(None, [])
     try:
         parsed = load_yaml(data.decode("utf-8"))
-    except TooDeep:
-        raise
+    except TooDeep as exc:
+        raise DlmGitError(
+            f"{rev}:{PARAMS_NAME}", f"does not parse: {exc.problem}", FIX_DEEP
+        ) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return Params(None, [(PARAMS_NAME, f"does not parse: {what}")])

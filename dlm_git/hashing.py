@@ -33,6 +33,7 @@ This module is imported by git hooks, so it must stay light: standard library on
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import struct
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git.fsutil import digest_regular, open_regular
-from dlm_git.safetensors_header import SafetensorsFormatError, open_header
+from dlm_git.safetensors_header import SafetensorsFormatError, TensorSpec, open_header
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -301,6 +302,100 @@ def tensor_root(digests: Sequence[TensorDigest]) -> str:
     return h.hexdigest()
 
 
+class _TensorFeed:
+    """The per-tensor digests, fed the data buffer in order. The tensors (offset order)
+    cover it exactly (`open_header` checked that), so each byte goes to exactly one."""
+
+    def __init__(self, specs: Sequence[TensorSpec]) -> None:
+        self._specs = specs
+        self._idx = 0  # index into specs of the tensor being filled
+        self._current: Any = None  # hashlib object of the tensor being filled
+        self._remaining = 0  # bytes still owed to `_current`
+        self._done: list[TensorDigest] = []
+        self._start_next()
+
+    def _start_next(self) -> None:
+        """Open the next tensor; zero-length ones are complete as soon as they start."""
+        while self._idx < len(self._specs):
+            spec = self._specs[self._idx]
+            nbytes = spec.end - spec.begin
+            h = hashlib.sha256(_tensor_preamble(spec.name, spec.dtype, spec.shape, nbytes))
+            if nbytes:
+                self._current, self._remaining = h, nbytes
+                return
+            self._done.append(TensorDigest(spec.name, spec.dtype, spec.shape, 0, h.hexdigest()))
+            self._idx += 1
+        self._current, self._remaining = None, 0
+
+    def _finish_current(self) -> None:
+        spec = self._specs[self._idx]
+        nbytes = spec.end - spec.begin
+        digest = self._current.hexdigest()
+        self._done.append(TensorDigest(spec.name, spec.dtype, spec.shape, nbytes, digest))
+        self._idx += 1
+        self._start_next()
+
+    def update(self, chunk: memoryview) -> None:
+        """Feed the next `chunk` of the data buffer."""
+        pos, n = 0, len(chunk)
+        while pos < n:
+            take = min(self._remaining, n - pos)
+            self._current.update(chunk[pos : pos + take])
+            self._remaining -= take
+            pos += take
+            if self._remaining == 0:
+                self._finish_current()
+
+    def tensors(self) -> tuple[TensorDigest, ...]:
+        """Every tensor's digest, in name order (once the whole buffer was fed)."""
+        if len(self._done) != len(self._specs):  # pragma: no cover - guarded by open_header
+            raise AssertionError("tensor coverage bookkeeping is broken")
+        return tuple(sorted(self._done, key=lambda t: t.name))
+
+
+def _fill(fh: io.FileIO, view: memoryview, want: int) -> int:
+    """Read up to `want` bytes into `view`; fewer only where the file ends."""
+    got = 0
+    while got < want:
+        n = fh.readinto(view[got:want])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _hash_data(
+    fh: io.FileIO, data_len: int, chunk_size: int, file_hash: Any, feed: _TensorFeed, subject: str
+) -> None:
+    """Feed the next `data_len` bytes of `fh` to `file_hash` and to `feed`: the whole-file
+    hash of chunk i on a worker thread while this thread feeds chunk i to the tensors and
+    then reads chunk i+1 into the other buffer."""
+    bufsize = min(chunk_size, data_len)
+    if bufsize <= 0:
+        return
+    views = (memoryview(bytearray(bufsize)), memoryview(bytearray(bufsize)))
+    left = data_len
+    which = 0
+    n = _fill(fh, views[0], min(bufsize, left))
+    from concurrent.futures import ThreadPoolExecutor  # lazy: hooks import this module
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        while left > 0:
+            if n != min(bufsize, left):
+                raise SafetensorsFormatError(
+                    subject, "file ended early while reading (file changed while reading?)"
+                )
+            chunk = views[which][:n]
+            future = pool.submit(file_hash.update, chunk)
+            try:
+                feed.update(chunk)
+                left -= n
+                n = _fill(fh, views[1 - which], min(bufsize, left)) if left else 0
+            finally:
+                future.result()
+            which = 1 - which
+
+
 def digest_safetensors(path: Path, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> SafetensorsDigest:
     """Whole-file SHA-256 plus per-tensor digests, in one sequential pass.
 
@@ -315,88 +410,11 @@ def digest_safetensors(path: Path, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> S
     with open_regular(path) as fh:
         size, prefix, _, metadata, specs = open_header(fh, subject)
         file_hash = hashlib.sha256(prefix)
-        data_len = size - len(prefix)
-
-        results: list[TensorDigest] = []
-        # tensors in offset order; zero-length ones are complete as soon as they start
-        idx = 0
-        current: Any = None  # hashlib object of the tensor being filled
-        remaining = 0  # bytes still owed to `current`
-
-        def start_next() -> None:
-            nonlocal idx, current, remaining
-            while idx < len(specs):
-                spec = specs[idx]
-                nbytes = spec.end - spec.begin
-                h = hashlib.sha256(_tensor_preamble(spec.name, spec.dtype, spec.shape, nbytes))
-                if nbytes == 0:
-                    results.append(
-                        TensorDigest(spec.name, spec.dtype, spec.shape, 0, h.hexdigest())
-                    )
-                    idx += 1
-                    continue
-                current, remaining = h, nbytes
-                return
-            current, remaining = None, 0
-
-        def finish_current() -> None:
-            nonlocal idx
-            spec = specs[idx]
-            results.append(
-                TensorDigest(
-                    spec.name, spec.dtype, spec.shape, spec.end - spec.begin, current.hexdigest()
-                )
-            )
-            idx += 1
-            start_next()
-
-        def fill(view: memoryview, want: int) -> int:
-            got = 0
-            while got < want:
-                n = fh.readinto(view[got:want])
-                if not n:
-                    break
-                got += n
-            return got
-
-        start_next()
-        bufsize = min(chunk_size, data_len)
-        if bufsize > 0:
-            bufs = (bytearray(bufsize), bytearray(bufsize))
-            views = (memoryview(bufs[0]), memoryview(bufs[1]))
-            left = data_len
-            which = 0
-            n = fill(views[0], min(bufsize, left))
-            from concurrent.futures import ThreadPoolExecutor  # lazy: hooks import this module
-
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                while left > 0:
-                    if n != min(bufsize, left):
-                        raise SafetensorsFormatError(
-                            subject, "file ended early while reading (file changed while reading?)"
-                        )
-                    chunk = views[which][:n]
-                    future = pool.submit(file_hash.update, chunk)
-                    try:
-                        pos = 0
-                        while pos < n:
-                            take = min(remaining, n - pos)
-                            current.update(chunk[pos : pos + take])
-                            remaining -= take
-                            pos += take
-                            if remaining == 0:
-                                finish_current()
-                        left -= n
-                        other = 1 - which
-                        n = fill(views[other], min(bufsize, left)) if left else 0
-                    finally:
-                        future.result()
-                    which = 1 - which
+        feed = _TensorFeed(specs)
+        _hash_data(fh, size - len(prefix), chunk_size, file_hash, feed, subject)
         if fh.read(1):
             raise SafetensorsFormatError(subject, "file grew while reading")
-    if len(results) != len(specs):  # pragma: no cover - guarded by _validate_header
-        raise AssertionError("tensor coverage bookkeeping is broken")
-    tensors = tuple(sorted(results, key=lambda t: t.name))
+    tensors = feed.tensors()
     return SafetensorsDigest(
         file_sha256=file_hash.hexdigest(),
         size=size,

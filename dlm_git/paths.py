@@ -12,7 +12,7 @@ Invariants:
 - Git itself refuses to add or check out those `.git` components (core.protectNTFS is on
   by default everywhere since git 2.24.1), so no honest commit holds one. A backslash and
   a leading `C:` are names to git on POSIX: training takes no source whose path the rule
-  refuses (`doc/sources.py` skips it with the reason), so no commit dlm-git makes
+  refuses (`doc/walk.py` skips it with the reason), so no commit dlm-git makes
   records one.
 - Control characters other than NUL are names, and so are `...` and ` `: POSIX file
   systems, git and DVC carry them, documents take such files as sources

@@ -46,7 +46,9 @@ class SafetensorsFormatError(DlmGitError):
 
 
 @dataclass(frozen=True)
-class _TensorSpec:
+class TensorSpec:
+    """One validated tensor entry: its bytes are [begin, end) of the data buffer."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -88,94 +90,121 @@ def _parse_header_bytes(raw: bytes, subject: str) -> dict[str, Any]:
 
 def _validate_header(
     header: dict[str, Any], buffer_len: int, subject: str
-) -> tuple[dict[str, str], list[_TensorSpec]]:
-    """Check every entry and the exact coverage of the data buffer.
+) -> tuple[dict[str, str], list[TensorSpec]]:
+    """Check every entry, in the header's order, then the exact coverage of the data
+    buffer. Returns the metadata and the tensors in offset order."""
+    metadata: dict[str, str] = {}
+    specs: list[TensorSpec] = []
+    for name, entry in header.items():
+        if name != "__metadata__":
+            specs.append(_tensor_spec(name, entry, buffer_len, subject))
+        elif entry is not None:
+            metadata = _metadata(entry, subject)
+    specs.sort(key=lambda s: (s.begin, s.end, s.name))
+    _check_coverage(specs, buffer_len, subject)
+    return metadata, specs
 
-    Returns the metadata and the tensors in offset order.
-    """
+
+def _metadata(entry: object, subject: str) -> dict[str, str]:
+    """The `__metadata__` entry: an object mapping Unicode strings to Unicode strings."""
+    if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+        raise SafetensorsFormatError(
+            subject, "__metadata__ must be an object mapping strings to strings"
+        )
+    for text in (*entry.keys(), *entry.values()):
+        if not _is_unicode(text):
+            raise SafetensorsFormatError(
+                subject, f"__metadata__ string {text!r} is not valid Unicode"
+            )
+    return dict(entry)
+
+
+def _tensor_spec(name: str, entry: object, buffer_len: int, subject: str) -> TensorSpec:
+    """One tensor's entry: well-typed fields, offsets inside the data buffer, and a byte
+    length that matches its dtype and shape."""
+    where = f"tensor {name!r}"
+    if not _is_unicode(name):
+        raise SafetensorsFormatError(
+            subject, f"{where}: name is not valid Unicode (lone surrogate escape)"
+        )
+    if not isinstance(entry, dict):
+        raise SafetensorsFormatError(
+            subject, f"{where}: entry is a {type(entry).__name__}, not an object"
+        )
+    dtype, shape, begin, end = _entry_fields(entry, subject, where)
+    if end > buffer_len:
+        raise SafetensorsFormatError(
+            subject,
+            f"{where}: data_offsets [{begin}, {end}] are not within the data buffer "
+            f"of {buffer_len} bytes",
+        )
+    expected = math.prod(shape) * DTYPE_ITEMSIZE[dtype]
+    if end - begin != expected:
+        raise SafetensorsFormatError(
+            subject,
+            f"{where}: byte length {end - begin} does not match shape {shape} of "
+            f"{dtype} ({expected} bytes)",
+        )
+    return TensorSpec(name, dtype, tuple(shape), begin, end)
+
+
+def _entry_fields(
+    entry: dict[str, Any], subject: str, where: str
+) -> tuple[str, list[int], int, int]:
+    """dtype, shape, begin and end of a tensor entry, each present and well-typed, with
+    begin <= end."""
 
     def fail(message: str) -> SafetensorsFormatError:
-        return SafetensorsFormatError(subject, message)
+        return SafetensorsFormatError(subject, f"{where}: {message}")
 
-    metadata: dict[str, str] = {}
-    specs: list[_TensorSpec] = []
-    for name, entry in header.items():
-        if name == "__metadata__":
-            if entry is None:
-                continue
-            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
-                raise fail("__metadata__ must be an object mapping strings to strings")
-            for text in (*entry.keys(), *entry.values()):
-                if not _is_unicode(text):
-                    raise fail(f"__metadata__ string {text!r} is not valid Unicode")
-            metadata = dict(entry)
-            continue
-        where = f"tensor {name!r}"
-        if not _is_unicode(name):
-            raise fail(f"{where}: name is not valid Unicode (lone surrogate escape)")
-        if not isinstance(entry, dict):
-            raise fail(f"{where}: entry is a {type(entry).__name__}, not an object")
-        for key in ("dtype", "shape", "data_offsets"):
-            if key not in entry:
-                raise fail(f"{where}: entry is missing {key!r}")
-        dtype = entry["dtype"]
-        shape = entry["shape"]
-        offsets = entry["data_offsets"]
-        if not isinstance(dtype, str):
-            raise fail(f"{where}: dtype must be a string, got {dtype!r}")
-        if dtype not in DTYPE_ITEMSIZE:
-            raise fail(f"{where}: unknown dtype {dtype!r}")
-        if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d < 1 << 64 for d in shape):
-            raise fail(
-                f"{where}: shape must be a list of non-negative 64-bit integers, got {shape!r}"
-            )
-        if (
-            not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(_is_int(o) and o >= 0 for o in offsets)
-        ):
-            raise fail(
-                f"{where}: data_offsets must be a list of two non-negative integers, "
-                f"got {offsets!r}"
-            )
-        begin, end = offsets
-        if end < begin:
-            raise fail(f"{where}: data_offsets end {end} is before begin {begin}")
-        if end > buffer_len:
-            raise fail(
-                f"{where}: data_offsets [{begin}, {end}] are not within the data buffer "
-                f"of {buffer_len} bytes"
-            )
-        expected = math.prod(shape) * DTYPE_ITEMSIZE[dtype]
-        if end - begin != expected:
-            raise fail(
-                f"{where}: byte length {end - begin} does not match shape {shape} of "
-                f"{dtype} ({expected} bytes)"
-            )
-        specs.append(_TensorSpec(name, dtype, tuple(shape), begin, end))
+    for key in ("dtype", "shape", "data_offsets"):
+        if key not in entry:
+            raise fail(f"entry is missing {key!r}")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str):
+        raise fail(f"dtype must be a string, got {dtype!r}")
+    if dtype not in DTYPE_ITEMSIZE:
+        raise fail(f"unknown dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d < 1 << 64 for d in shape):
+        raise fail(f"shape must be a list of non-negative 64-bit integers, got {shape!r}")
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(_is_int(o) and o >= 0 for o in offsets)
+    ):
+        raise fail(f"data_offsets must be a list of two non-negative integers, got {offsets!r}")
+    begin, end = offsets
+    if end < begin:
+        raise fail(f"data_offsets end {end} is before begin {begin}")
+    return dtype, shape, begin, end
 
-    specs.sort(key=lambda s: (s.begin, s.end, s.name))
+
+def _check_coverage(specs: list[TensorSpec], buffer_len: int, subject: str) -> None:
+    """The tensors, in offset order, cover the data buffer exactly: no overlap, no gap,
+    no trailing bytes."""
     covered = 0
-    prev: _TensorSpec | None = None
+    prev: TensorSpec | None = None
     for spec in specs:
         if spec.begin < covered:
             assert prev is not None
-            raise fail(
+            raise SafetensorsFormatError(
+                subject,
                 f"tensor {spec.name!r} data_offsets [{spec.begin}, {spec.end}] overlap "
-                f"tensor {prev.name!r} [{prev.begin}, {prev.end}]"
+                f"tensor {prev.name!r} [{prev.begin}, {prev.end}]",
             )
         if spec.begin > covered:
-            raise fail(
-                f"gap in the data buffer: bytes [{covered}, {spec.begin}) belong to no tensor"
+            raise SafetensorsFormatError(
+                subject,
+                f"gap in the data buffer: bytes [{covered}, {spec.begin}) belong to no tensor",
             )
         covered = spec.end
         prev = spec
     if covered != buffer_len:
-        raise fail(
+        raise SafetensorsFormatError(
+            subject,
             f"trailing bytes in the data buffer: bytes [{covered}, {buffer_len}) "
-            "belong to no tensor"
+            "belong to no tensor",
         )
-    return metadata, specs
 
 
 def _read_exact(fh: BinaryIO, n: int, subject: str, what: str) -> bytes:
@@ -189,7 +218,7 @@ def _read_exact(fh: BinaryIO, n: int, subject: str, what: str) -> bytes:
 
 def open_header(
     fh: BinaryIO, subject: str
-) -> tuple[int, bytes, dict[str, Any], dict[str, str], list[_TensorSpec]]:
+) -> tuple[int, bytes, dict[str, Any], dict[str, str], list[TensorSpec]]:
     """Read and validate the header from the start of `fh`.
 
     Returns (file size, header prefix bytes incl. the length field, header, metadata,

@@ -3,9 +3,10 @@ objects the history references and the token cache against their own hashes
 (`dlm_git.fsck`).
 
 Exit 0 when nothing is corrupted (missing and orphaned objects are reported, never a
-failure), 1 while a corrupted object remains (after `--repair`, if given) or when
-`--repair` is refused for a DVC cache outside the repository that only the committed
-config names, 2 for misuse.
+failure), 1 while a corrupted object remains (after `--repair`, if given), when a commit
+holds a file every reader refuses (a params.yaml nested too deep: reported with the rest
+of the history), or when `--repair` is refused for a DVC cache outside the repository
+that only the committed config names, 2 for misuse.
 """
 
 from __future__ import annotations

@@ -66,11 +66,10 @@ def _configured_key(root: Path) -> Path:
 
 
 def _params_documents(root: Path) -> list[Path]:
-    from dlm_git.docset import PARAMS_NAME, read_params
+    from dlm_git.docat import Rev, TreeAt
 
-    path = root / PARAMS_NAME
-    params = read_params(path.read_bytes() if path.is_file() else None)
-    return [root / d for d in params.listed or []]
+    with TreeAt(root, Rev.WORKTREE) as tree:
+        return [root / d for d in tree.params.listed or []]
 
 
 def keygen(

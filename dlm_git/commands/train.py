@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,51 +32,79 @@ LOCK_MODES: dict[str, LockMode] = {
 }
 
 
-def train(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    strict_lock: bool = typer.Option(
-        False, "--strict-lock", help="Treat lock WARN drift as ERROR."
-    ),
-    update_lock: bool = typer.Option(
-        False, "--update-lock", help="Skip validation; accept drift and record `supersedes`."
-    ),
-    ignore_lock: bool = typer.Option(False, "--ignore-lock", help="Skip validation; don't write."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the tokenized-section cache."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int | None = typer.Option(
-        None, "--threads", help="CPU threads, 1-1024 (default: DLM_GIT_THREADS or 2)."
-    ),
-    numerics: str | None = typer.Option(
-        None,
+_Doc = Annotated[Path, typer.Argument(metavar="DOC", help="The .dlm file, or its directory.")]
+_StrictLock = Annotated[bool, typer.Option("--strict-lock", help="Treat lock WARN drift as ERROR.")]
+_UpdateLock = Annotated[
+    bool,
+    typer.Option("--update-lock", help="Skip validation; accept drift and record `supersedes`."),
+]
+_IgnoreLock = Annotated[bool, typer.Option("--ignore-lock", help="Skip validation; don't write.")]
+_NoCache = Annotated[bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache.")]
+_Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or mps.")]
+_Threads = Annotated[
+    int | None,
+    typer.Option("--threads", help="CPU threads, 1-1024 (default: DLM_GIT_THREADS or 2)."),
+]
+_Numerics = Annotated[
+    str | None,
+    typer.Option(
         "--numerics",
         help="Numerics profile: x86-64-v3, armv8-a, native, cuda or auto (default: the"
         " document's training.numerics, else the device's default).",
     ),
-    segment_every: int | None = typer.Option(
-        None, "--segment-every", help="Segment snapshot interval in steps (0: none)."
-    ),
-    nproc: int = typer.Option(
-        1,
+]
+_SegmentEvery = Annotated[
+    int | None,
+    typer.Option("--segment-every", help="Segment snapshot interval in steps (0: none)."),
+]
+_Nproc = Annotated[
+    int,
+    typer.Option(
         "--nproc",
         help="Data-parallel processes through torch.distributed (gloo on cpu, NCCL on cuda),"
         " 1-64; recorded in dlm.lock.",
     ),
-    accept_license: bool = typer.Option(
-        False, "--accept-license", help="Accept the base model's license (recorded in the lock)."
+]
+_AcceptLicense = Annotated[
+    bool,
+    typer.Option(
+        "--accept-license", help="Accept the base model's license (recorded in the lock)."
     ),
-    tiny_dir: Path = typer.Option(
-        None, "--tiny-dir", help="Use this directory as the built-in tiny base."
-    ),
-    base_dir: Path = typer.Option(
-        None,
+]
+_TinyDir = Annotated[
+    Path | None, typer.Option("--tiny-dir", help="Use this directory as the built-in tiny base.")
+]
+_BaseDir = Annotated[
+    Path | None,
+    typer.Option(
         "--base-dir",
         help="Use this directory for a local-directory base_model (as --tiny-dir for builtin).",
     ),
-    lock_mode: str = typer.Option(
-        "", "--lock-mode", help="default, strict, update or ignore (same as the flags)."
-    ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+]
+_LockMode = Annotated[
+    str, typer.Option("--lock-mode", help="default, strict, update or ignore (same as the flags).")
+]
+_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+_AsJson = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+
+
+def train(
+    doc: _Doc,
+    strict_lock: _StrictLock = False,
+    update_lock: _UpdateLock = False,
+    ignore_lock: _IgnoreLock = False,
+    no_cache: _NoCache = False,
+    device: _Device = "auto",
+    threads: _Threads = None,
+    numerics: _Numerics = None,
+    segment_every: _SegmentEvery = None,
+    nproc: _Nproc = 1,
+    accept_license: _AcceptLicense = False,
+    tiny_dir: _TinyDir = None,
+    base_dir: _BaseDir = None,
+    lock_mode: _LockMode = "",
+    quiet: _Quiet = False,
+    as_json: _AsJson = False,
 ) -> None:
     """Train the document's LoRA adapter deterministically; write dlm.lock and manifest.json."""
     from dlm_git.train.options import TrainOptions

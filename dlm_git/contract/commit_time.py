@@ -5,7 +5,7 @@ Invariants:
 - Drift is classified by the one lock table (`lock.policy`, through `lock.decision.judge`)
   and accepted only by a `supersedes` that is the sha256 of HEAD's exact lock bytes; each
   drift is a check with the table's own severity. Strict mode is not applied here: the
-  hook applies it once, to every finding (`contract.table.strict`).
+  hook applies its one rule (`Severity.strict`) once, to every finding.
 - `determinism` compares HEAD's inputs (document, sources root, config, base) with the
   staged ones; with the same inputs and another adapter, the numerical setup (the lock's
   `SETUP_FIELDS`) decides: unchanged and a profile that promises bits (class `strong` by
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlm_git.contract.outcome import Check, Outcome, Severity
+from dlm_git.contract.outcome import Check, Outcome
 from dlm_git.contract.shapes import parse_manifest
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import sha256_bytes
@@ -25,6 +25,7 @@ from dlm_git.lock.decision import judge
 from dlm_git.lock.fields import SETUP_FIELDS
 from dlm_git.lock.io import parse_lock_json
 from dlm_git.safeparse import dig
+from dlm_git.severity import Severity
 
 WARN_DRIFT_FIX = "allowed; set DLM_GIT_STRICT=1 to refuse"
 SETUP_FIX = (
@@ -56,17 +57,10 @@ def lock_drift(lock: dict[str, Any], head: dict[str, Any], head_bytes: bytes) ->
     """Every drift of the staged `lock` from HEAD's, at its table severity."""
     decision = judge(head, lock, prior_sha256=sha256_bytes(head_bytes))
     out = [
-        Check("lock.drift", Outcome.FAILED, f"lock drift: {f.describe()}", Severity.ERROR)
-        for f in decision.errors
+        Check("lock.drift", Outcome.FAILED, f.describe(), Severity.ERROR) for f in decision.errors
     ]
     out += [
-        Check(
-            "lock.drift",
-            Outcome.FAILED,
-            f"lock drift: {f.describe()}",
-            Severity.WARN,
-            WARN_DRIFT_FIX,
-        )
+        Check("lock.drift", Outcome.FAILED, f.describe(), Severity.WARN, WARN_DRIFT_FIX)
         for f in decision.warnings
     ]
     return out

@@ -22,6 +22,7 @@ from typing import Any
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import NotRegularFile
 from dlm_git.hashing import TextForm, digest_text
+from dlm_git.severity import Severity
 
 
 class Outcome(StrEnum):
@@ -34,14 +35,6 @@ class Outcome(StrEnum):
 
 MARKS = {Outcome.OK: "ok  ", Outcome.FAILED: "FAIL", Outcome.ABSENT: "n/a "}
 """How a text report marks each state (`n/a`: nothing was compared)."""
-
-
-class Severity(StrEnum):
-    """How a commit-time finding is treated (git fsck's `error`, `warn`, `ignore`)."""
-
-    ERROR = "ERROR"
-    WARN = "WARN"
-    IGNORE = "IGNORE"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,9 @@ Invariants:
   machine's files are its inputs); a commit or the index holds no copy of them, so
   there they are absent, naming the paths, while every file inside the repository and
   the record's own root are still compared and a difference there fails.
+- A recorded file whose name under its directive's root today's path rule refuses (an
+  older dlm-git took it; `doc.walk.recorded_refusal`) cannot be read either: absent,
+  naming it with the rule's reason, never a difference (nothing was compared).
 - The document parser (pydantic) is imported only when sources are re-expanded; the
   commit-time shortcuts (`outside_absent`, `sections_from_head`) import nothing heavy.
 """
@@ -73,13 +76,29 @@ def _root(doc: DocAt, manifest: dict[str, Any], found: SourcesComparison) -> str
         "sources merkle root vs the manifest's files", manifest["sources"]["merkle_root"], root
     )
     old = f"; {found.legacy} recorded by their raw bytes (older record)" if found.legacy else ""
-    if found.unread:
-        raise CheckAbsent(
-            f"{found.unread_files} files from outside the repository"
-            f" ({', '.join(found.unread)}) are in no commit and were not checked;"
-            f" the {len(recorded) - found.unread_files} inside it match{old}"
-        )
+    unchecked = _unchecked(found)
+    if unchecked:
+        n = found.compared
+        match = f"the other {n} match" if found.refused else f"the {n} inside it match"
+        raise CheckAbsent(f"{unchecked}; {match}{old}")
     return f"{len(recorded)} files, root {root[:16]}{old}"
+
+
+def _unchecked(found: SourcesComparison) -> str:
+    """Which recorded files were not compared, and why ("" when every one was)."""
+    parts = []
+    if found.unread:
+        parts.append(
+            f"{found.unread_files} files from outside the repository"
+            f" ({', '.join(found.unread)}) are in no commit and were not checked"
+        )
+    if found.refused:
+        named = ", ".join(f"{s.relpath}: {s.reason}" for s in found.refused[:5])
+        parts.append(
+            f"{len(found.refused)} recorded files have names this dlm-git's path rule refuses"
+            f" ({named}) and were not checked (rename them and train again)"
+        )
+    return "; ".join(parts)
 
 
 def _sections(manifest: dict[str, Any], found: SourcesComparison) -> str:
@@ -95,7 +114,7 @@ def _sections(manifest: dict[str, Any], found: SourcesComparison) -> str:
     unread = found.section_ids.count(None)
     if unread:
         raise CheckAbsent(
-            f"{unread} section ids of files outside the repository cannot be recomputed;"
+            f"{unread} section ids of files not read here cannot be recomputed;"
             f" the other {len(recorded) - unread} are in order"
         )
     return f"{len(recorded)} sections in order"

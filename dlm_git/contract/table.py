@@ -9,7 +9,8 @@ Invariants:
   treats it is read here: FAILED is the row's `severity`, ABSENT its `absent` severity
   (unless the check set its own, as lock drift and determinism do). `verify` never reads
   a severity: its verdict comes from the states alone (`verify.report.verdict_of`).
-- Strict mode turns every WARN into an ERROR, in one place (`strict`), once per run.
+- Strict mode is not applied here: its one rule is `Severity.strict` (`dlm_git.severity`),
+  which a hook applies once, to every finding, after the severities read here.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from __future__ import annotations
 from enum import Flag, auto
 from typing import NamedTuple
 
-from dlm_git.contract.outcome import Check, Outcome, Severity
-from dlm_git.lock.policy import strict_severity
+from dlm_git.contract.outcome import Check, Outcome
+from dlm_git.severity import Severity
 
 RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
 
@@ -266,8 +267,3 @@ def severity_of(check: Check) -> Severity | None:
         return check.severity
     row = RULES[check.name]
     return row.severity if check.state is Outcome.FAILED else row.absent
-
-
-def strict(severity: Severity, on: bool) -> Severity:
-    """Strict mode's one rule (the lock policy's, `lock.policy.strict_severity`)."""
-    return Severity(strict_severity("WARN", on)) if severity is Severity.WARN else severity

@@ -160,79 +160,96 @@ def _parse_headed(
     adapter: str | None,
 ) -> list[Section]:
     """Split a block into groups of parts, each introduced by `headers` in order."""
-    sections: list[Section] = []
-    parts: list[list[_Line]] = []
-    header_lines: list[int] = []
-    expected = 0  # index into headers of the next header we accept
-
-    def finish() -> None:
-        texts = []
-        for header, header_line, part in zip(headers, header_lines, parts, strict=True):
-            text, _ = _trim(part)
-            if not text:
-                raise BodyError(
-                    path,
-                    f"empty '{header}' in ::{kind}:: section",
-                    line=header_line,
-                    col=1,
-                    hint=f"write the text below '{header}' or remove the group",
-                )
-            texts.append(text)
-        if kind == "instruction":
-            sections.append(instruction_section(texts[0], texts[1], header_lines[0], adapter))
-        else:
-            sections.append(
-                preference_section(texts[0], texts[1], texts[2], header_lines[0], adapter)
-            )
-
+    groups = _HeadedGroups(path, kind, headers, adapter)
+    on_header, on_text = groups.header, groups.text  # bound once: this loop is per line
     for line in block:
         header = line.text.rstrip() if not line.in_code else None
         if header in headers:
-            index = headers.index(header)
-            if index == 0 and expected == len(headers):
-                finish()
-                parts, header_lines, expected = [], [], 0
-            if index != expected:
-                want = headers[expected % len(headers)]
-                raise BodyError(
-                    path,
-                    f"'{header}' where '{want}' was expected in ::{kind}:: section",
-                    line=line.number,
-                    col=1,
-                    hint=f"each group is {' / '.join(headers)} in order",
+            on_header(line, headers.index(header))
+        else:
+            on_text(line)
+    return groups.end(fence_line)
+
+
+class _HeadedGroups:
+    """The groups of a headed section, read line by line. A group becomes a section as
+    soon as the next one starts, so an error in it is reported before any later line's."""
+
+    def __init__(self, path: Path, kind: str, headers: tuple[str, ...], adapter: str | None):
+        self.path, self.kind, self.headers, self.adapter = path, kind, headers, adapter
+        self.sections: list[Section] = []
+        self.parts: list[list[_Line]] = []  # the current group's parts so far
+        self.header_lines: list[int] = []  # the line of each part's header
+        self.expected = 0  # index into headers of the next header we accept
+
+    def _error(self, message: str, line: int, hint: str | None = None) -> BodyError:
+        return BodyError(self.path, message, line=line, col=1, hint=hint)
+
+    def header(self, line: _Line, index: int) -> None:
+        """`headers[index]` on `line`: it starts the next part (and group) or is out of order."""
+        headers = self.headers
+        if index == 0 and self.expected == len(headers):
+            self._finish()
+            self.parts, self.header_lines, self.expected = [], [], 0
+        if index != self.expected:
+            want = headers[self.expected % len(headers)]
+            raise self._error(
+                f"'{headers[index]}' where '{want}' was expected in ::{self.kind}:: section",
+                line.number,
+                f"each group is {' / '.join(headers)} in order",
+            )
+        self.parts.append([])
+        self.header_lines.append(line.number)
+        self.expected = index + 1
+
+    def text(self, line: _Line) -> None:
+        """A line that is no header: part of the current part; only blank before the first."""
+        if self.parts:
+            self.parts[-1].append(line)
+        elif line.text.strip():
+            first = self.headers[0]
+            raise self._error(
+                f"text before the first '{first}' in ::{self.kind}:: section",
+                line.number,
+                f"start the section with '{first}' or move the text above the fence",
+            )
+
+    def end(self, fence_line: int) -> list[Section]:
+        """The sections, once the block ended: the last group must be complete."""
+        headers, expected = self.headers, self.expected
+        if not self.parts:
+            raise self._error(
+                f"::{self.kind}:: section has no '{headers[0]}' group",
+                fence_line,
+                f"add {' / '.join(headers)}",
+            )
+        if expected != len(headers):
+            raise self._error(
+                f"'{headers[expected - 1]}' has no following '{headers[expected]}'",
+                self.header_lines[-1],
+            )
+        self._finish()
+        return self.sections
+
+    def _finish(self) -> None:
+        """The current (complete) group as a section; every part must hold text."""
+        texts = []
+        for header, header_line, part in zip(
+            self.headers, self.header_lines, self.parts, strict=True
+        ):
+            text, _ = _trim(part)
+            if not text:
+                raise self._error(
+                    f"empty '{header}' in ::{self.kind}:: section",
+                    header_line,
+                    f"write the text below '{header}' or remove the group",
                 )
-            parts.append([])
-            header_lines.append(line.number)
-            expected = index + 1
-            continue
-        if not parts:
-            if line.text.strip():
-                raise BodyError(
-                    path,
-                    f"text before the first '{headers[0]}' in ::{kind}:: section",
-                    line=line.number,
-                    col=1,
-                    hint=f"start the section with '{headers[0]}' or move the text above the fence",
-                )
-            continue
-        parts[-1].append(line)
-    if not parts:
-        raise BodyError(
-            path,
-            f"::{kind}:: section has no '{headers[0]}' group",
-            line=fence_line,
-            col=1,
-            hint=f"add {' / '.join(headers)}",
-        )
-    if expected != len(headers):
-        raise BodyError(
-            path,
-            f"'{headers[expected - 1]}' has no following '{headers[expected]}'",
-            line=header_lines[-1],
-            col=1,
-        )
-    finish()
-    return sections
+            texts.append(text)
+        first, adapter = self.header_lines[0], self.adapter
+        if self.kind == "instruction":
+            self.sections.append(instruction_section(texts[0], texts[1], first, adapter))
+        else:
+            self.sections.append(preference_section(texts[0], texts[1], texts[2], first, adapter))
 
 
 def section_ids(raw: bytes) -> list[str] | None:

@@ -1,5 +1,5 @@
-"""The human output of `dlm-git fsck`: counts, one line per problem, repairs, notes and
-the verdict.
+"""The human output of `dlm-git fsck`: counts, the history's errors, one line per problem,
+repairs, notes and the verdict.
 
 Invariants:
 - Every value that came from a commit or a cache (paths, record names, details, notes) is
@@ -61,9 +61,12 @@ def _problems(report: FsckReport) -> list[str]:
 
 
 def render(report: FsckReport) -> list[str]:
-    """The human summary: counts, then one line per problem object (missing and orphaned
-    ones cut at `LIST_LIMIT` each), repairs, notes and the verdict."""
-    lines = _counts(report) + _problems(report)
+    """The human summary: counts, the history's errors (the line every other reader gives
+    for that commit), then one line per problem object (missing and orphaned ones cut at
+    `LIST_LIMIT` each), repairs, notes and the verdict."""
+    lines = _counts(report)
+    lines += [f"error       {_safe(e.error.one_line(), 300)}" for e in report.errors]
+    lines += _problems(report)
     for r in report.repairs:
         to = f" -> {r.quarantined_to}" if r.quarantined_to else ""
         lines.append(f"{r.outcome.value:<11} {r.path}{to}: {r.detail}")
@@ -73,11 +76,17 @@ def render(report: FsckReport) -> list[str]:
             "note        missing objects are not an error: the DVC cache holds what was"
             " pulled (`dvc fetch` brings the rest)"
         )
-    bad = report.dvc.corrupted + report.tokens.corrupted
-    lines.append(
-        "fsck        OK"
-        if report.ok
-        else f"fsck        FAILED: {bad} corrupted"
-        + ("" if report.repairs else " (dlm-git fsck --repair moves them aside and re-fetches)")
-    )
+    lines.append(_verdict(report))
     return lines
+
+
+def _verdict(report: FsckReport) -> str:
+    if report.ok:
+        return "fsck        OK"
+    bad, errors = report.dvc.corrupted + report.tokens.corrupted, len(report.errors)
+    why = [f"{bad} corrupted"] if bad else []
+    why += [f"{errors} error{'s' if errors > 1 else ''} in the history"] if errors else []
+    repair = bad > 0 and not report.repairs
+    return f"fsck        FAILED: {', '.join(why)}" + (
+        " (dlm-git fsck --repair moves them aside and re-fetches)" if repair else ""
+    )

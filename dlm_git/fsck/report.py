@@ -2,8 +2,10 @@
 
 Invariants:
 - The verdict (`FsckReport.ok`) is computed from counts of states only, never from detail
-  text: false while any corrupted DVC object or token-cache file remains; missing and
-  orphaned objects never fail.
+  text: false while any corrupted DVC object or token-cache file remains, or while the
+  history holds a file every reader refuses (`CommitError`: the error `verify`, `diff`
+  and `log` stop on, reported here with the rest of the history); missing and orphaned
+  objects never fail.
 - A path is shown relative to the repository root when it is inside it, else absolute
   (`display_path`); `--json` (`to_json`, format `FORMAT`) carries every finding.
 """
@@ -15,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from dlm_git.history.references import Referrer
+from dlm_git.history.references import CommitError, Referrer
 
 FORMAT = "dlm-git/fsck/v1"
 
@@ -132,10 +134,12 @@ class FsckReport:
     repairs: tuple[Repair, ...] = ()
     quarantine: str | None = None
     notes: tuple[str, ...] = ()
+    errors: tuple[CommitError, ...] = ()
+    """Files of the history every reader refuses (each fails the check)."""
 
     @property
     def ok(self) -> bool:
-        return self.dvc.corrupted == 0 and self.tokens.corrupted == 0
+        return self.dvc.corrupted == 0 and self.tokens.corrupted == 0 and not self.errors
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -151,4 +155,8 @@ class FsckReport:
             "repairs": [r.to_json() for r in self.repairs],
             "quarantine": self.quarantine,
             "notes": list(self.notes),
+            "errors": [
+                {"commit": e.commit, "path": e.path, "error": e.error.one_line()}
+                for e in self.errors
+            ],
         }

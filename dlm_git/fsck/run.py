@@ -10,7 +10,8 @@ Invariants:
   (`dlm_git.verify.fetch.pull_objects`), and checks everything again: what is reported is
   the state after the repair. A re-fetched `.dir` object can reveal entries not checked
   before: up to `REPAIR_ROUNDS` rounds, each repairing only what no earlier round tried.
-- Exit status (`FsckReport.ok`): 1 while any corrupted object or token-cache file remains.
+- Exit status (`FsckReport.ok`): 1 while any corrupted object or token-cache file remains,
+  or a commit holds a file every reader refuses (`references.CommitError`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from dlm_git.fsck.report import (
 )
 from dlm_git.fsck.scan import Pass, stat_record
 from dlm_git.fsck.tokens import check_tokens
-from dlm_git.history.references import collect
+from dlm_git.history.references import CommitError, collect
 
 REPAIR_ROUNDS = 3
 """A `.dir` listing re-fetched in one round names files the next round checks first."""
@@ -54,6 +55,7 @@ class _Result:
     tokens: TokenCounts
     findings: list[Finding]
     notes: list[str]
+    errors: list[CommitError]
     hashed: int
     unchanged: int
 
@@ -72,7 +74,9 @@ def _check(root: Path, full: bool) -> _Result:
     if problem is not None:
         run.notes.append(f"stat record {problem}")
     run.findings.sort(key=lambda f: (ORDER[f.state], f.area.value, f.path))
-    return _Result(refs.commits, dvc, tokens, run.findings, run.notes, run.hashed, run.unchanged)
+    return _Result(
+        refs.commits, dvc, tokens, run.findings, run.notes, refs.errors, run.hashed, run.unchanged
+    )
 
 
 @dataclass
@@ -145,6 +149,7 @@ def run_fsck(
         full=full,
         findings=tuple(result.findings),
         notes=tuple(notes),
+        errors=tuple(result.errors),
     )
     if repairs.quarantine is None:
         return report

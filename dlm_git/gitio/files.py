@@ -25,7 +25,7 @@ from dlm_git.paths import is_safe
 
 def materialize(paths: Sequence[str], dest: Path, cwd: Path, rev: str | None = None) -> None:
     """Write the index's (or commit `rev`'s) version of `paths` under `dest`. Symbolic
-    links are left out: sources never follow them (`doc/sources.py`), and a link's target
+    links are left out: sources never follow them (`doc/walk.py`), and a link's target
     text must not become a file that looks like content, nor a link to follow here."""
     if rev is None:
         files = [path for mode, path in ls_index(paths, cwd) if mode != SYMLINK_MODE]

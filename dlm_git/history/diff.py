@@ -342,61 +342,76 @@ def _side_json(side: TreeAt) -> dict[str, Any]:
 
 
 def _doc_json(d: DocDiff) -> dict[str, Any]:
-    i, ad, t = d.inputs, d.adapter, d.training
-    delta = ad.delta
     return {
         "doc": d.doc,
         "status": d.status,
-        "inputs": {
-            "sections": {
-                "added": [_section(s) for s in i.sections_added],
-                "removed": [_section(s) for s in i.sections_removed],
-                "edited": [
-                    {"type": e.type, "first_line": e.first_line, "from": e.from_id, "to": e.to_id}
-                    for e in i.sections_edited
-                ],
-            },
-            "sources": {
-                "added": i.sources_added,
-                "removed": i.sources_removed,
-                "changed": i.sources_changed,
-            },
-            "base": None if i.base is None else {"from": i.base.old, "to": i.base.new},
-            "config": [{"key": c.key, "from": c.old, "to": c.new} for c in i.config],
-            "unavailable": i.unavailable,
-        },
-        "lock": {
-            "changes": [
-                {"field": f.field, "severity": f.severity, "from": f.old, "to": f.new}
-                for f in d.lock.findings
+        "inputs": _inputs_json(d.inputs),
+        "lock": _lock_json(d.lock),
+        "adapter": _adapter_json(d.adapter),
+        "training": _training_json(d.training),
+    }
+
+
+def _inputs_json(i: InputsDiff) -> dict[str, Any]:
+    return {
+        "sections": {
+            "added": [_section(s) for s in i.sections_added],
+            "removed": [_section(s) for s in i.sections_removed],
+            "edited": [
+                {"type": e.type, "first_line": e.first_line, "from": e.from_id, "to": e.to_id}
+                for e in i.sections_edited
             ],
-            "unavailable": d.lock.unavailable,
         },
-        "adapter": {
-            "from_sha256": ad.from_sha256,
-            "to_sha256": ad.to_sha256,
-            "identical": ad.identical,
-            "tensors": []
-            if delta is None
-            else [
-                {"name": x.name, "rel_l2": _finite(x.rel_l2), "max_abs": _finite(x.max_abs)}
-                for x in delta.tensors
-            ],
-            "added": [] if delta is None else delta.added,
-            "removed": [] if delta is None else delta.removed,
-            "reshaped": [] if delta is None else delta.reshaped,
-            "modules": [] if delta is None else [_group(g) for g in delta.modules],
-            "layers": [] if delta is None else [_group(g) for g in delta.layers],
-            "unavailable": ad.unavailable,
+        "sources": {
+            "added": i.sources_added,
+            "removed": i.sources_removed,
+            "changed": i.sources_changed,
         },
-        "training": {
-            "steps": {"from": t.steps[0], "to": t.steps[1]},
-            "final_loss": {"from": t.final_loss[0], "to": t.final_loss[1]},
-            "loss_curve": {
-                "common_steps": t.common_steps,
-                "max_abs_delta": t.max_abs_delta,
-                "first_divergent_step": t.first_divergent_step,
-            },
+        "base": None if i.base is None else {"from": i.base.old, "to": i.base.new},
+        "config": [{"key": c.key, "from": c.old, "to": c.new} for c in i.config],
+        "unavailable": i.unavailable,
+    }
+
+
+def _lock_json(lock: LockDiff) -> dict[str, Any]:
+    return {
+        "changes": [
+            {"field": f.field, "severity": f.severity, "from": f.old, "to": f.new}
+            for f in lock.findings
+        ],
+        "unavailable": lock.unavailable,
+    }
+
+
+def _adapter_json(ad: AdapterDiff) -> dict[str, Any]:
+    delta = ad.delta
+    return {
+        "from_sha256": ad.from_sha256,
+        "to_sha256": ad.to_sha256,
+        "identical": ad.identical,
+        "tensors": []
+        if delta is None
+        else [
+            {"name": x.name, "rel_l2": _finite(x.rel_l2), "max_abs": _finite(x.max_abs)}
+            for x in delta.tensors
+        ],
+        "added": [] if delta is None else delta.added,
+        "removed": [] if delta is None else delta.removed,
+        "reshaped": [] if delta is None else delta.reshaped,
+        "modules": [] if delta is None else [_group(g) for g in delta.modules],
+        "layers": [] if delta is None else [_group(g) for g in delta.layers],
+        "unavailable": ad.unavailable,
+    }
+
+
+def _training_json(t: TrainingDiff) -> dict[str, Any]:
+    return {
+        "steps": {"from": t.steps[0], "to": t.steps[1]},
+        "final_loss": {"from": t.final_loss[0], "to": t.final_loss[1]},
+        "loss_curve": {
+            "common_steps": t.common_steps,
+            "max_abs_delta": t.max_abs_delta,
+            "first_divergent_step": t.first_divergent_step,
         },
     }
 

@@ -5,21 +5,30 @@ Invariants:
   (`gitio.all_commits`, parents before children), then the work tree's own `dvc.lock`
   (outs that `dvc repro` produced and nothing has committed yet are referenced too).
 - Git is read through one `cat-file --batch` for the whole history: each distinct tree
-  object is read and summarised once (the records, documents and params.yaml under it),
-  so a commit that changes one directory costs the trees on the path to it; every
-  record blob (each `dvc.lock`, each `*.dvc` file, `params.yaml`) is read and parsed
-  once per blob id. Symbolic links and submodules are never records.
+  object is read and summarised once (the records, and the files that bear on which
+  documents it holds: `docset.bears_on_documents`), so a commit that changes one
+  directory costs the trees on the path to it; every record blob (each `dvc.lock`, each
+  `*.dvc` file, `params.yaml`) is read and parsed once per blob id. Symbolic links and
+  submodules are never records. (A `docat.TreeAt` per commit would re-list every tree of
+  the history; the walk keeps its summaries and applies `TreeAt`'s rule to them.)
 - Every out with an md5 of every stage of every record is referenced (DVC caches the
   token stages' outs as well as the adapters), except a file out that git tracks in the
   same commit (or, for the work tree, in the index): a `cache: false` out (dlm.lock,
   manifest.json, metrics) lives in git, never in the DVC cache, and DVC refuses to cache
   an out git tracks. Objects are deduplicated by md5, and each
   keeps its first referrer: the oldest commit, parents first. An out `<doc>/adapter` or
-  `<doc>/segments` of the root `dvc.lock`, for a document of that commit (found as
-  `verify` finds them: `dlm_git.docset`), is attributed to that document.
+  `<doc>/segments` of the root `dvc.lock`, for a document of that commit, is attributed
+  to that document. The documents of a commit are `TreeAt.documents()`'s: the same
+  `docset.read_params` (labelled `docat.rev_label`) and `docset.documents` on the
+  summary.
 - Records are hostile: every md5 is checked by `dlm_git.dvcfiles` before it names
   anything, and a malformed record is a note against the commit that holds it, never a
   path; nothing here opens a file in the DVC cache.
+- A params.yaml that every reader refuses (nested too deep: hook, verify, diff and log
+  stop on it with `read_params`'s error) is a `CommitError` carrying that very error,
+  once per blob, against the first commit holding it; its commits name no documents,
+  and their records are still read: one hostile commit never hides the rest of the
+  history.
 """
 
 from __future__ import annotations
@@ -29,12 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlm_git import gitio
-from dlm_git.docat import prefix_of
-from dlm_git.docset import PARAMS_NAME, RECORD_NAMES, Params, Tree, documents, read_params
+from dlm_git.docat import prefix_of, rev_label
+from dlm_git.docset import (
+    PARAMS_NAME,
+    Params,
+    Tree,
+    bears_on_documents,
+    documents,
+    read_params,
+)
 from dlm_git.dvcfiles import DVC_LOCK, DvcOut, DvcRecordError, parse_dvc_lock, record_outs
+from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, read_regular
 from dlm_git.layout import DOC_OUTS
-from dlm_git.safeparse import TooDeep
 
 RECORD_SUFFIX = ".dvc"
 
@@ -59,6 +75,18 @@ class Referrer:
         return Referrer(self.commit, self.record, f"{self.out}/{relpath}", self.doc, self.order)
 
 
+@dataclass(frozen=True)
+class CommitError:
+    """A file of a commit that every reader of that commit refuses, with the error they
+    stop on; fsck reports it and reads on."""
+
+    commit: str
+    """The first commit (full id, parents first) holding the file as it is."""
+    path: str
+    """The file (repository path)."""
+    error: DlmGitError
+
+
 @dataclass
 class References:
     """md5 -> first referrer, in the order first seen; plus what could not be read."""
@@ -69,6 +97,9 @@ class References:
     """Objects DVC's run cache names (outs of earlier runs it can restore): checked when
     present and not orphans, but not missing when absent (DVC may have dropped them)."""
     notes: list[str] = field(default_factory=list)
+    """Records that do not parse (each a line naming the commit and file)."""
+    errors: list[CommitError] = field(default_factory=list)
+    """Files every reader refuses (a too-deep params.yaml): fsck fails on them."""
 
     def add(self, md5: str, referrer: Referrer) -> None:
         known = self.objects.get(md5)
@@ -88,8 +119,8 @@ class _TreeInfo:
     """(path, blob id) of the tree's DVC records."""
     params: str | None
     """Blob id of the root params.yaml."""
-    doc_paths: list[str]
-    """The tree's paths that `docset.Tree` looks at (`.dlm` files and records)."""
+    paths: list[str]
+    """The paths of the summary (what `docset.Tree.from_paths` needs of the listing)."""
 
 
 TREE_MODE = "40000"
@@ -97,8 +128,8 @@ SUBMODULE_MODE = "160000"
 
 
 def _relevant(name: str) -> bool:
-    """A file name that a summary keeps: records, documents, params.yaml."""
-    return name.endswith(".dlm") or name in RECORD_NAMES or name == PARAMS_NAME or is_record(name)
+    """A file name that a summary keeps: DVC records, and what bears on documents."""
+    return bears_on_documents(name) or is_record(name)
 
 
 class _Trees:
@@ -110,8 +141,9 @@ class _Trees:
         self.reader = reader
         self.entries: dict[str, dict[str, tuple[str, str]]] = {}
         """tree -> name -> (mode, object id)."""
-        self.summaries: dict[str, list[tuple[str, str]]] = {}
-        """tree -> (path, blob id) of the relevant files under it."""
+        self.summaries: dict[str, list[tuple[str, str, str]]] = {}
+        """tree -> (path, mode, object id) of the relevant files under it (links and
+        submodules included: a listing holds them too)."""
 
     def _load(self, root: str) -> None:
         """Read every tree reachable from `root` not read yet, a level per round trip."""
@@ -125,6 +157,21 @@ class _Trees:
             frontier = list(dict.fromkeys(nxt))
 
     def info(self, root: str) -> _TreeInfo:
+        """The records, params.yaml and relevant paths of tree `root`. A link or submodule
+        is never a record and a submodule never params.yaml, but each is a path of the
+        listing, as it is in `TreeAt`'s."""
+        self._summarise(root)
+        info = _TreeInfo([], None, [])
+        for path, mode, oid in self.summaries[root]:
+            if path == PARAMS_NAME and mode != SUBMODULE_MODE:
+                info.params = oid
+            if is_record(path) and mode not in (gitio.SYMLINK_MODE, SUBMODULE_MODE):
+                info.records.append((path, oid))
+            info.paths.append(path)
+        return info
+
+    def _summarise(self, root: str) -> None:
+        """Summarise `root` and every tree under it not summarised yet."""
         self._load(root)
         stack = [(root, False)]
         while stack:  # post-order, without recursion (a hostile tree may be very deep)
@@ -140,22 +187,14 @@ class _Trees:
                     if m == TREE_MODE and c not in self.summaries
                 ]
                 continue
-            summary: list[tuple[str, str]] = []
+            summary: list[tuple[str, str, str]] = []
             for name, (mode, child) in table.items():
                 if mode == TREE_MODE:
-                    summary += [(f"{name}/{path}", o) for path, o in self.summaries.get(child, [])]
-                elif mode not in (gitio.SYMLINK_MODE, SUBMODULE_MODE) and _relevant(name):
-                    summary.append((name, child))
+                    below = self.summaries.get(child, [])
+                    summary += [(f"{name}/{path}", m, o) for path, m, o in below]
+                elif _relevant(name):
+                    summary.append((name, mode, child))
             self.summaries[oid] = summary
-        info = _TreeInfo([], None, [])
-        for path, oid in self.summaries[root]:
-            if path == PARAMS_NAME:
-                info.params = oid
-            if is_record(path):
-                info.records.append((path, oid))
-            if path.endswith(".dlm") or posixpath.basename(path) in RECORD_NAMES:
-                info.doc_paths.append(path)
-        return info
 
     def tracks(self, root: str, path: str) -> bool:
         """Whether tree `root` holds a file (not a directory or submodule) at `path`."""
@@ -191,56 +230,75 @@ def collect(root: Path, cache: Path | None = None) -> References:
     refs = References()
     commits = gitio.all_commits(root)
     refs.commits = len(commits)
-    seen_trees: set[str] = set()
-    parsed: dict[str, tuple[list[DvcOut], list[str]]] = {}
-    params: dict[str | None, Params] = {None: read_params(None)}
     with gitio.BlobReader(root) as reader:
-        trees = _Trees(reader)
+        walk = _Walk(reader, refs)
         for order, (sha, tree) in enumerate(commits):
-            if tree in seen_trees:
-                continue  # an earlier commit with this tree referenced all of it first
-            seen_trees.add(tree)
-            info = trees.info(tree)
-            wanted = [oid for _, oid in info.records if oid not in parsed]
-            if info.params is not None and info.params not in params:
-                wanted.append(info.params)
-            blobs = reader.read_blobs(wanted)
-            for path, oid in info.records:
-                if oid not in parsed:
-                    parsed[oid] = _parse(path, blobs.get(oid))
-                    refs.notes += [f"{sha[:12]}:{path}: {what}" for what in parsed[oid][1]]
-            doc_of: dict[str, str] = {}
-            if any(path == DVC_LOCK for path, _ in info.records):
-                doc_of = _doc_outs(refs, sha, info, blobs, params)
-            for path, oid in info.records:
-                for out in parsed[oid][0]:
-                    where = _out_path(path, out.path)
-                    if not out.is_dir and trees.tracks(tree, where):
-                        continue
-                    doc = doc_of.get(out.path) if path == DVC_LOCK else None
-                    refs.add(out.md5, Referrer(sha, path, where, doc, order))
+            walk.commit(order, sha, tree)
     _worktree(root, refs, len(commits))
     if cache is not None:
         _run_cache(root, cache, refs, len(commits) + 1)
     return refs
 
 
-def _doc_outs(
-    refs: References,
-    sha: str,
-    info: _TreeInfo,
-    blobs: dict[str, bytes | None],
-    cache: dict[str | None, Params],
-) -> dict[str, str]:
-    """out path -> document, for the documents' adapter and segments outs in a commit."""
-    if info.params not in cache:
-        try:
-            cache[info.params] = read_params(blobs.get(info.params or ""))
-        except TooDeep as exc:
-            refs.notes.append(f"{sha[:12]}:{PARAMS_NAME}: {exc.problem}")
-            cache[info.params] = read_params(None)
-    docs = documents(cache[info.params], Tree.from_paths(info.doc_paths))
-    return {prefix_of(doc) + name: doc for doc in docs for name in DOC_OUTS}
+class _Walk:
+    """The history, commit by commit (parents first), through one `cat-file` process:
+    each tree summarised once, each record and params.yaml blob parsed once."""
+
+    def __init__(self, reader: gitio.BlobReader, refs: References) -> None:
+        self.reader, self.refs = reader, refs
+        self.trees = _Trees(reader)
+        self.seen: set[str] = set()
+        self.parsed: dict[str, tuple[list[DvcOut], list[str]]] = {}
+        """record blob -> its outs and what is wrong with it."""
+        self.params: dict[str, Params | None] = {}
+        """params.yaml blob -> what it says; None: refused (a `CommitError`)."""
+
+    def commit(self, order: int, sha: str, tree: str) -> None:
+        """Reference the outs of commit `sha`'s records (an earlier commit with the same
+        tree referenced all of them first)."""
+        if tree in self.seen:
+            return
+        self.seen.add(tree)
+        info = self.trees.info(tree)
+        wanted = [oid for _, oid in info.records if oid not in self.parsed]
+        if info.params is not None and info.params not in self.params:
+            wanted.append(info.params)
+        blobs = self.reader.read_blobs(wanted)
+        for path, oid in info.records:
+            if oid not in self.parsed:
+                self.parsed[oid] = _parse(path, blobs.get(oid))
+                self.refs.notes += [f"{sha[:12]}:{path}: {what}" for what in self.parsed[oid][1]]
+        params = self._params(sha, info.params, blobs)
+        doc_of = self._doc_outs(params, info) if params is not None else {}
+        for path, oid in info.records:
+            for out in self.parsed[oid][0]:
+                where = _out_path(path, out.path)
+                if not out.is_dir and self.trees.tracks(tree, where):
+                    continue
+                doc = doc_of.get(out.path) if path == DVC_LOCK else None
+                self.refs.add(out.md5, Referrer(sha, path, where, doc, order))
+
+    def _params(self, sha: str, oid: str | None, blobs: dict[str, bytes | None]) -> Params | None:
+        """params.yaml (blob `oid`) as every reader reads it (`docset.read_params`); None
+        when they refuse it: an error against `sha`, the first commit holding it."""
+        if oid is None:
+            return read_params(None, rev_label(sha))
+        if oid not in self.params:
+            try:
+                self.params[oid] = read_params(blobs.get(oid), rev_label(sha))
+            except DlmGitError as exc:
+                self.refs.errors.append(CommitError(sha, PARAMS_NAME, exc))
+                self.params[oid] = None
+        return self.params[oid]
+
+    @staticmethod
+    def _doc_outs(params: Params, info: _TreeInfo) -> dict[str, str]:
+        """out path -> document, for the documents' adapter and segments outs of the root
+        dvc.lock (the documents as `TreeAt.documents()` finds them)."""
+        if not any(path == DVC_LOCK for path, _ in info.records):
+            return {}
+        docs = documents(params, Tree.from_paths(info.paths))
+        return {prefix_of(doc) + name: doc for doc in docs for name in DOC_OUTS}
 
 
 def _out_path(record: str, out: str) -> str:

@@ -1,14 +1,18 @@
-"""Hook findings: one line each, `dlm-git: ERROR <doc>: <what> (<how to fix>)`.
+"""Hook findings: one line each, `dlm-git: ERROR <doc>: <check id>: <what> (<how to fix>)`.
 
 Invariants:
 - A finding is a check of the contract that did not pass, read through the check table
   (`finding_of`): its level is the row's severity for its state (or the one the check
   set), its fix the row's (or the check's own); a check at `IGNORE` says nothing.
+- Every finding's line names its check by the table's stable id, as git fsck names its
+  message ids (`error in commit X: badDate: ...`), so the key a user sets is read from
+  the very line they meet.
 - A user may set a check's commit-time severity as git fsck's are set:
   `git config dlm-git.<check id> error|warn|ignore` (`configured`, read once per run and
-  only when there is a finding). Then strict mode turns every WARN into an ERROR in one
-  place (`apply_strict`, the table's one rule), once per hook run, over all findings.
-  Neither touches `verify`, whose verdict comes from the checks' states alone.
+  only when there is a finding). Then strict mode turns every WARN into an ERROR by its
+  one rule (`Severity.strict`, `dlm_git.severity`), once per hook run, over all findings
+  (`pre_commit.run`). Neither touches `verify`, whose verdict comes from the checks'
+  states alone.
 - A hook writes to stderr only through `dlm_git.output.error_line`, so a document name,
   file name or value from the commit reaches the terminal escaped (`printable`), one
   finding per line."""
@@ -17,27 +21,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from dlm_git import gitio
-from dlm_git.contract.outcome import Check, Severity
-from dlm_git.contract.table import RULES, rule, severity_of, strict
+from dlm_git.contract.outcome import Check
+from dlm_git.contract.table import RULES, rule, severity_of
 from dlm_git.errors import DlmGitError
 from dlm_git.output import error_line
-
-Level = Literal["ERROR", "WARN"]
+from dlm_git.severity import Severity
 
 
 @dataclass(frozen=True)
 class HookFinding:
-    level: Level
+    level: Severity
+    """ERROR or WARN (a check at IGNORE makes no finding)."""
     doc: str
     check: str
+    """The check's stable id (a row of `contract.table.TABLE`)."""
     what: str
     fix: str
 
     def line(self) -> str:
-        return f"dlm-git: {self.level} {self.doc}: {self.what} ({self.fix})"
+        return f"dlm-git: {self.level} {self.doc}: {self.check}: {self.what} ({self.fix})"
 
 
 def finding_of(doc: str, check: Check) -> HookFinding | None:
@@ -45,8 +49,7 @@ def finding_of(doc: str, check: Check) -> HookFinding | None:
     severity = severity_of(check)
     if severity is None or severity is Severity.IGNORE:
         return None
-    level: Level = "ERROR" if severity is Severity.ERROR else "WARN"
-    return HookFinding(level, doc, check.name, check.detail, check.fix or _fix(check.name, doc))
+    return HookFinding(severity, doc, check.name, check.detail, check.fix or _fix(check.name, doc))
 
 
 def _fix(check: str, doc: str) -> str:
@@ -81,28 +84,16 @@ def configure(findings: list[HookFinding], severities: dict[str, Severity]) -> l
     """The findings at the severities the user set for their checks (IGNORE: dropped)."""
     out = []
     for f in findings:
-        set_to = severities.get(f.check)
-        if set_to is Severity.IGNORE:
-            continue
-        if set_to is not None:
-            f = replace(f, level="ERROR" if set_to is Severity.ERROR else "WARN")
-        out.append(f)
-    return out
-
-
-def apply_strict(findings: list[HookFinding], on: bool) -> list[HookFinding]:
-    """Strict mode over every finding, by the table's one rule."""
-    out = []
-    for f in findings:
-        upgraded = strict(Severity(f.level), on)
-        out.append(replace(f, level="ERROR" if upgraded is Severity.ERROR else "WARN"))
+        set_to = severities.get(f.check, f.level)
+        if set_to is not Severity.IGNORE:
+            out.append(replace(f, level=set_to))
     return out
 
 
 def summary(findings: list[HookFinding], docs: int, action: str = "commit") -> str:
     """The last line: counts, and `<action> refused` when there is an ERROR."""
-    errors = sum(1 for f in findings if f.level == "ERROR")
-    warns = sum(1 for f in findings if f.level == "WARN")
+    errors = sum(1 for f in findings if f.level is Severity.ERROR)
+    warns = sum(1 for f in findings if f.level is Severity.WARN)
     verdict = f"{action} refused" if errors else "ok"
     return f"dlm-git: {errors} error(s), {warns} warning(s) in {docs} document(s): {verdict}"
 

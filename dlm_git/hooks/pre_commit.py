@@ -11,10 +11,11 @@ through git's plumbing, which honours it) and judged by the check list of
 `contract.table.TABLE`, docs/hooks.md), through `hooks.staged.StagedChecks`; plus
 `pipeline.documents` for the documents concerned (and params.yaml's own problems when it
 is staged). The pre-merge-commit hook runs the same checks on a merge's result
-(`run(action="merge")`). Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict
-true`) makes every WARN an ERROR, once, over all findings, after the severities a user
-set per check (`git config dlm-git.<check id> error|warn|ignore`). Never imports torch,
-transformers, peft or dvc.
+(`run(action="merge")`). Each finding is one line naming its check id
+(`hooks.findings`). Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict true`)
+makes every WARN an ERROR by its one rule (`Severity.strict`), once, over all findings,
+after the severities a user set per check (`git config dlm-git.<check id>
+error|warn|ignore`). Never imports torch, transformers, peft or dvc.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import posixpath
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -36,7 +38,6 @@ from dlm_git.dvcfiles import find_out_in, stages_naming
 from dlm_git.hooks.entry import run_hook
 from dlm_git.hooks.findings import (
     HookFinding,
-    apply_strict,
     configure,
     configured,
     emit,
@@ -45,6 +46,7 @@ from dlm_git.hooks.findings import (
 )
 from dlm_git.hooks.staged import StagedChecks, within
 from dlm_git.layout import ADAPTER_DIR
+from dlm_git.severity import Severity
 
 
 def discover(index: TreeAt, staged: list[str]) -> list[str]:
@@ -93,7 +95,7 @@ def pipeline_findings(
     params, out = index.params, []
     if PARAMS_NAME in staged and params.problems:
         what = "; ".join(p for _, p in params.problems)
-        out.append(HookFinding("ERROR", PARAMS_NAME, CHECK, what, FIX_PARAMS))
+        out.append(HookFinding(Severity.ERROR, PARAMS_NAME, CHECK, what, FIX_PARAMS))
     for rel in rels:
         if PARAMS_NAME not in staged and rel not in concerned:
             continue
@@ -146,10 +148,11 @@ def run(cwd: Path, action: str = "commit") -> int:
         findings = configure(findings, configured(root))
     if not counted and not findings:
         return 0
-    if any(f.level == "WARN" for f in findings):  # strict mode is read only when it matters
-        findings = apply_strict(findings, strict_mode(root))
+    if any(f.level is Severity.WARN for f in findings):  # strict mode: read when it matters
+        on = strict_mode(root)
+        findings = [replace(f, level=f.level.strict(on)) for f in findings]
     emit(findings, counted, action)
-    return 1 if any(f.level == "ERROR" for f in findings) else 0
+    return 1 if any(f.level is Severity.ERROR for f in findings) else 0
 
 
 def main(action: str = "commit") -> int:

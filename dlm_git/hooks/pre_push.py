@@ -4,7 +4,8 @@ git feeds `<local ref> <local sha> <remote ref> <remote sha>` lines on stdin (th
 pre-commit framework instead sets `PRE_COMMIT_TO_REF` or `PRE_COMMIT_LOCAL_BRANCH`). A tip whose
 verification FAILS refuses the push; one that CANNOT be verified here (adapter not in the
 local DVC cache, base not available) warns, or refuses under strict mode
-(`DLM_GIT_STRICT=1` / `git config dlm-git.strict true`). Never imports torch or dvc.
+(`DLM_GIT_STRICT=1` / `git config dlm-git.strict true`, its one rule `Severity.strict`).
+Never imports torch or dvc.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dlm_git.errors import UsageError
 from dlm_git.hooks.entry import run_hook
 from dlm_git.hooks.findings import require_signature, strict_mode
 from dlm_git.output import error_line
+from dlm_git.severity import Severity
 
 ZERO = "0" * 40
 
@@ -49,7 +51,7 @@ def framework_tips(root: Path) -> list[str]:
 def run(cwd: Path, stdin: str) -> int:
     from dlm_git.verify.commit import NoDocuments, is_params_report, verify_commit
     from dlm_git.verify.remote import adapter_objects
-    from dlm_git.verify.report import CANNOT_VERIFY
+    from dlm_git.verify.report import Verdict
 
     root = gitio.toplevel(cwd)
     strict = strict_mode(root)
@@ -70,9 +72,10 @@ def run(cwd: Path, stdin: str) -> int:
                 continue
             bad = r.first_failure()
             what = f"{bad.name}: {bad.detail}" if bad else r.verdict
-            level = "ERROR" if r.verdict != CANNOT_VERIFY or strict else "WARN"
-            errors += level == "ERROR"
-            warnings += level == "WARN"
+            level = Severity.WARN if r.verdict == Verdict.CANNOT_VERIFY else Severity.ERROR
+            level = level.strict(strict)
+            errors += level is Severity.ERROR
+            warnings += level is Severity.WARN
             error_line(
                 f"dlm-git: {level} {r.doc}@{sha[:12]}: {r.verdict} ({what}) "
                 f"(run `dlm-git verify {sha[:12]}` for details)"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlm_git.contract.adapter import file_checks
 from dlm_git.contract.commit_time import determinism, head_lock, head_manifest, lock_drift
-from dlm_git.contract.outcome import Check, Checks, Outcome, Severity
+from dlm_git.contract.outcome import Check, Checks, Outcome
 from dlm_git.contract.records import Records, record_checks
 from dlm_git.contract.sources import (
     outside_absent,
@@ -42,6 +42,7 @@ from dlm_git.dvcfiles import DvcRecordError
 from dlm_git.hooks.findings import require_signature
 from dlm_git.hooks.hashcache import HashCache
 from dlm_git.safeparse import dig
+from dlm_git.severity import Severity
 
 if TYPE_CHECKING:
     from dlm_git.sign.trust import TrustedKey

@@ -4,9 +4,9 @@ renders the decision (an error, stderr lines, hook findings).
 
 Invariants:
 - Findings come from the one policy table (`lock.policy.classify`). Strict mode's one
-  rule is `lock.policy.strict_severity` (every WARN an ERROR), applied once per run: here
-  for a training run (`lock_to_write` in `strict` mode); for a hook run, to all of its
-  findings at the end (`contract.table.strict`), never to its drift here as well.
+  rule is `Severity.strict` (`dlm_git.severity`: every WARN an ERROR), applied once per
+  run: here for a training run (`lock_to_write` in `strict` mode); for a hook run, by
+  the hook to all of its findings at the end, never to its drift here as well.
 - Drift is *accepted* only by a lock whose `supersedes` is the sha256 of the exact bytes
   of the lock it replaces (`--update-lock` writes it): accepted ERRORs are not errors,
   WARNs are still reported.
@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from dlm_git.lock.policy import Finding, apply_strict, by_severity, classify
+from dlm_git.lock.policy import Finding, classify
+from dlm_git.severity import Severity
 
 if TYPE_CHECKING:
     from dlm_git.lock.schema import Lock
@@ -30,7 +31,8 @@ LockMode = Literal["default", "strict", "update", "ignore"]
 @dataclass(frozen=True)
 class LockDecision:
     errors: tuple[Finding, ...]
-    """Drift that refuses the run or the commit."""
+    """Drift that refuses the run or the commit (in strict mode its WARN-class drift too:
+    a finding keeps the table's class, the decision is where it lands)."""
     warnings: tuple[Finding, ...]
     """Drift that is reported and allowed."""
     accepted: bool = False
@@ -51,10 +53,14 @@ def judge(
     """Every difference between `prior` and `current`, judged (`strict`: WARNs refuse
     too). `prior_sha256`: the sha256 of `prior`'s bytes, when a `supersedes` in
     `current` may accept drift."""
-    findings = apply_strict(classify(prior, current), strict)
+    judged = [
+        (f, Severity(f.severity).strict(strict))
+        for f in classify(prior, current)
+        if f.severity != "ALLOW"
+    ]
     accepted = prior_sha256 is not None and current.get("supersedes") == prior_sha256
-    errors = () if accepted else tuple(by_severity(findings, "ERROR"))
-    return LockDecision(errors, tuple(by_severity(findings, "WARN")), accepted)
+    errors = () if accepted else tuple(f for f, level in judged if level is Severity.ERROR)
+    return LockDecision(errors, tuple(f for f, level in judged if level is Severity.WARN), accepted)
 
 
 def lock_to_write(prior: Lock | None, current: Lock, mode: LockMode) -> tuple[Lock, LockDecision]:

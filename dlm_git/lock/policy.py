@@ -16,16 +16,19 @@ pydantic, torch or anything heavy.
 |   license_acceptance                                |                                   |
 | supersedes                                          | not compared                      |
 
-Strict mode turns every WARN into ERROR.
+Strict mode (`train --strict-lock`) turns every WARN into ERROR by the one rule,
+`dlm_git.severity.Severity.strict`, applied by the drift decision (`lock.decision.judge`),
+not here: the table classifies only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
-Severity = Literal["ALLOW", "WARN", "ERROR"]
+DriftSeverity = Literal["ALLOW", "WARN", "ERROR"]
+"""A drift's class in the table (ALLOW: an expected change, reported, never a finding)."""
 
 ERROR_FIELDS = ("lock_version", "dlm_id", "base_model", "base_model_revision", "base_model_sha256")
 WARN_FIELDS = (
@@ -44,7 +47,7 @@ NOT_COMPARED = ("supersedes",)
 @dataclass(frozen=True)
 class Finding:
     field: str
-    severity: Severity
+    severity: DriftSeverity
     old: Any
     new: Any
 
@@ -82,7 +85,7 @@ def classify(prior: Mapping[str, Any], current: Mapping[str, Any]) -> list[Findi
                     findings.append(Finding(f"{key}.{sub}", "WARN", old.get(sub), new.get(sub)))
             continue
         if key in ALLOW_FIELDS:
-            severity: Severity = "ALLOW"
+            severity: DriftSeverity = "ALLOW"
         elif key in WARN_FIELDS:
             severity = "WARN"
         else:
@@ -101,21 +104,8 @@ def _classify_versions(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[F
         a, b = old.get(name), new.get(name)
         if a == b:
             continue
-        severity: Severity = "WARN"
+        severity: DriftSeverity = "WARN"
         if name == "torch" and _major(a) != _major(b):
             severity = "ERROR"
         findings.append(Finding(f"pinned_versions.{name}", severity, a, b))
     return findings
-
-
-def strict_severity(severity: Severity, strict: bool) -> Severity:
-    """The one strict-mode rule (lock drift and every hook finding): WARN becomes ERROR."""
-    return "ERROR" if strict and severity == "WARN" else severity
-
-
-def apply_strict(findings: list[Finding], strict: bool) -> list[Finding]:
-    return [replace(f, severity=strict_severity(f.severity, strict)) for f in findings]
-
-
-def by_severity(findings: list[Finding], severity: Severity) -> list[Finding]:
-    return [f for f in findings if f.severity == severity]

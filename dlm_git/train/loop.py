@@ -238,18 +238,9 @@ def train_loop(
             continue
         group = groups[t.cursor.group]
         step_loss, counts = _accumulate(model, t, sequences, group, cfg, mixed, rank)
-        result.tokens += counts[0]
-        result.loss_tokens += counts[1]
-        result.sequences_seen += counts[2]
         _optimizer_step(t, mixed)
-        # the cursor always names the next group to read (an epoch's end rolls over here)
-        t.cursor = (
-            Cursor(t.cursor.epoch, t.cursor.group + 1)
-            if t.cursor.group + 1 < len(groups)
-            else Cursor(t.cursor.epoch + 1, 0)
-        )
-        result.steps = t.step
-        result.losses.append(step_loss)
+        t.cursor = _next_cursor(t.cursor, len(groups))
+        _record_step(result, t.step, step_loss, counts)
         if progress is not None:
             with kept_rngs():
                 progress(t.step, t.total, step_loss, result.tokens)
@@ -257,6 +248,23 @@ def train_loop(
         if on_boundary is not None and boundary_every and (t.step % boundary_every == 0 or last):
             on_boundary(t.step, model, t, result)
     return result
+
+
+def _next_cursor(cursor: Cursor, n_groups: int) -> Cursor:
+    """The group after `cursor`'s in an epoch of `n_groups`: the cursor always names the
+    next group to read (an epoch's end rolls over here)."""
+    if cursor.group + 1 < n_groups:
+        return Cursor(cursor.epoch, cursor.group + 1)
+    return Cursor(cursor.epoch + 1, 0)
+
+
+def _record_step(result: LoopResult, step: int, loss: float, counts: list[int]) -> None:
+    """Add one optimizer step to `result`: its loss and [tokens, loss tokens, sequences]."""
+    result.tokens += counts[0]
+    result.loss_tokens += counts[1]
+    result.sequences_seen += counts[2]
+    result.steps = step
+    result.losses.append(loss)
 
 
 def epoch_groups(sequences: TokenStream, cfg: LoopConfig, epoch: int) -> list[list[list[int]]]:

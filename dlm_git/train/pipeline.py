@@ -23,7 +23,7 @@ from dlm_git.cache.layout import PACK_PREFIX, default_cache_dir
 from dlm_git.cache.pack import encode_pack
 from dlm_git.cache.store import TokenCache
 from dlm_git.doc.load import LoadedDocument
-from dlm_git.doc.sources import SourceFile, source_rows_digest
+from dlm_git.doc.walk import SourceFile, source_rows_digest
 from dlm_git.manifest.records import sources_record
 from dlm_git.token_stream import RowTokens, TokenStream, token_stream_root
 from dlm_git.train.rows import Row, section_rows, source_rows

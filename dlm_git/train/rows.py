@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 from dlm_git.doc.sections import Section
-from dlm_git.doc.sources import SourceFile
+from dlm_git.doc.walk import SourceFile
 from dlm_git.hashing import sha256_text
 
 PLAIN_TEMPLATE = "### Question\n{question}\n\n### Answer\n"

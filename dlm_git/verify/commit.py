@@ -50,7 +50,7 @@ from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.layout import ADAPTER_DIR
 from dlm_git.sign.trust import TrustedKey, trusted_keys
 from dlm_git.verify.hashlevel import Run, check_document
-from dlm_git.verify.report import FAILED, DocReport
+from dlm_git.verify.report import DocReport, Verdict
 
 if TYPE_CHECKING:
     from dlm_git.verify.fetch import FetchFrom
@@ -189,7 +189,9 @@ def _verify_documents(
     if problems:
         checks = [failed(CHECK, f"{s}: {what} (hint: {FIX_PARAMS})") for s, what in problems]
         reports.append(
-            DocReport(PARAMS_NAME, "hash", FAILED, checks, extra={"commit": str(tree.where)})
+            DocReport(
+                PARAMS_NAME, "hash", Verdict.FAILED, checks, extra={"commit": str(tree.where)}
+            )
         )
     return reports
 

@@ -20,7 +20,7 @@ from dlm_git.numerics.plan import MAX_THREADS
 from dlm_git.numerics.probe import cannot_run, cuda_problem
 from dlm_git.numerics.table import NATIVE, PROFILES, Profile
 from dlm_git.topology import recorded_world_size
-from dlm_git.verify.report import CANNOT_VERIFY, FAILED, Verdict
+from dlm_git.verify.report import Verdict
 
 
 class Setup:
@@ -56,23 +56,23 @@ def recorded_setup(
     flags = lock.get("determinism_flags")
     if not isinstance(flags, dict):
         bad = "dlm.lock: determinism_flags is not an object"
-        return failed("replay.profile", bad), FAILED
+        return failed("replay.profile", bad), Verdict.FAILED
     threads = flags.get("threads")
     if type(threads) is not int or not 1 <= threads <= MAX_THREADS:
         bad = (
             f"dlm.lock: determinism_flags.threads {threads!r} is not a count"
             f" from 1 to {MAX_THREADS}"
         )
-        return failed("replay.profile", bad), FAILED
+        return failed("replay.profile", bad), Verdict.FAILED
     nproc = recorded_world_size(flags)
     if isinstance(nproc, str):
-        return failed("replay.profile", f"dlm.lock: {nproc}"), FAILED
+        return failed("replay.profile", f"dlm.lock: {nproc}"), Verdict.FAILED
     if not _plain_json(flags):  # a replay hands the flags on (to ranks, to a child)
         bad = "dlm.lock: determinism_flags holds a value JSON cannot carry (NaN, Infinity)"
-        return failed("replay.profile", bad), FAILED
+        return failed("replay.profile", bad), Verdict.FAILED
     bad_setting = malformed_setting(flags)
     if bad_setting is not None:  # would go into the replay's environment
-        return failed("replay.profile", f"dlm.lock: {bad_setting}"), FAILED
+        return failed("replay.profile", f"dlm.lock: {bad_setting}"), Verdict.FAILED
     name = flags.get("numerics", NATIVE)  # recorded before profiles: its own CPU path
     profile = PROFILES.get(name) if isinstance(name, str) else None
     if profile is None:
@@ -80,7 +80,7 @@ def recorded_setup(
             f"cannot replay: unknown numerics profile {name!r} (this dlm-git knows"
             f" {', '.join(PROFILES)}; upgrade dlm-git)"
         )
-        return absent("replay.profile", why), CANNOT_VERIFY
+        return absent("replay.profile", why), Verdict.CANNOT_VERIFY
     problem = cannot_run(profile)
     if problem is None and profile.device == "cuda":
         problem = cuda_problem()
@@ -89,7 +89,7 @@ def recorded_setup(
             f"cannot replay profile {profile.name} here: {problem}"
             f" (replay {where_it_runs(profile, flags)})"
         )
-        return absent("replay.profile", why), CANNOT_VERIFY
+        return absent("replay.profile", why), Verdict.CANNOT_VERIFY
     base_dir = local_base_dir(root, doc_rel, lock.get("base_model"))
     return Setup(profile, flags, threads, base_dir, nproc)
 

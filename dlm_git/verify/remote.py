@@ -8,8 +8,11 @@ Invariants:
 - The remote is the work tree's default DVC remote (`core.remote` of `.dvc/config`, or of
   `.dvc/config.local`, read here as INI: the hook itself never imports DVC). The
   existence queries (one per object, through DVC's own object database for that remote:
-  no download, no upload) run in a child interpreter (`python -m dlm_git.verify.remote`),
-  like DVC's own hook runs `dvc push`; only when there is a remote and something to ask.
+  no download, no upload) run in a child interpreter (`python -m dlm_git.verify.remote
+  DIR`), like DVC's own hook runs `dvc push`; only when there is a remote and something
+  to ask. The child is asked and answers through `dlm_git.childproc` (`RemoteQuery` →
+  `RemoteState`); a child that cannot answer, or answers out of shape, is one
+  `RemoteQueryError` line (the hook warns: not knowing is not "missing").
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from dlm_git.dvcfiles import (
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import NotRegularFile, read_regular
 from dlm_git.layout import ADAPTER_DIR
-from dlm_git.safeparse import load_json
+
+CHILD = "dlm_git.verify.remote"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,15 @@ class RemoteState:
     """The default remote's name (None: none is configured)."""
     missing: dict[str, list[str]]
     """document -> md5s of its adapter objects the remote lacks."""
+
+
+@dataclass(frozen=True)
+class RemoteQuery:
+    """What the child asks the default DVC remote of the work tree at `root`."""
+
+    root: Path
+    objects: dict[str, list[str]]
+    """document -> md5s of its adapter objects (`adapter_objects`)."""
 
 
 def adapter_objects(root: Path, sha: str, docs: list[str]) -> dict[str, list[str]]:
@@ -83,40 +96,25 @@ def default_remote(root: Path) -> str | None:
 def query_remote(root: Path, objects: dict[str, list[str]]) -> RemoteState:
     """`remote_state` in a child interpreter (DVC and its remote's client stay out of the
     hook's process). `RemoteQueryError` when the child cannot answer."""
-    import json
-    import subprocess
-    import sys
+    import os
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlm_git.verify.remote"],
-        cwd=root,
-        input=json.dumps(objects),
-        capture_output=True,
-        text=True,
-    )
+    from dlm_git.childproc import ChildError, ProtocolError, call_child
+
     try:
-        answer = load_json(proc.stdout)
-        return RemoteState(
-            answer["remote"], {str(k): list(v) for k, v in answer["missing"].items()}
+        return call_child(
+            CHILD, RemoteQuery(root, objects), RemoteState, env=os.environ, what="the remote query"
         )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        last = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise RemoteQueryError("DVC remote", f"could not be queried: {last[:160]}") from None
+    except (ChildError, ProtocolError) as exc:
+        raise RemoteQueryError("DVC remote", f"could not be queried: {exc.one_line()}") from None
 
 
 class RemoteQueryError(DlmGitError):
     """The DVC remote could not be asked (network, credentials, a broken config)."""
 
 
-def main() -> int:
-    """The child of `query_remote`: objects as JSON on stdin, the state as JSON on stdout."""
-    import json
-    import sys
-
-    objects = load_json(sys.stdin.read())
-    state = remote_state(Path.cwd(), objects)
-    sys.stdout.write(json.dumps({"remote": state.remote, "missing": state.missing}))
-    return 0
+def answer(query: RemoteQuery) -> RemoteState:
+    """The child's side of `query_remote`."""
+    return remote_state(query.root, query.objects)
 
 
 def remote_state(root: Path, objects: dict[str, list[str]]) -> RemoteState:
@@ -145,4 +143,6 @@ def remote_state(root: Path, objects: dict[str, list[str]]) -> RemoteState:
 if __name__ == "__main__":
     import sys
 
-    sys.exit(main())
+    from dlm_git.childproc import serve
+
+    sys.exit(serve(sys.argv[1:], RemoteQuery, answer, CHILD))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,12 +39,10 @@ from dlm_git.layout import ADAPTER_DIR, ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAM
 from dlm_git.numerics.judge import expect_bits
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
-from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
+from dlm_git.verify.report import DocReport, Verdict, combine
 
 if TYPE_CHECKING:
     from dlm_git.train.options import TrainOutcome
-
-BITWISE, WITHIN_TOLERANCE, MISMATCH = Verdict.BITWISE, Verdict.WITHIN_TOLERANCE, Verdict.MISMATCH
 
 
 def check_tolerance(value: float) -> float:
@@ -83,118 +82,152 @@ def replay_doc(
     """Re-train one document and compare. `tolerance`: the auditor's bound for a replay in
     which bits are not expected (None: no tolerance comparison, such a replay is
     CANNOT_VERIFY)."""
+    checks = list(report.checks)
+    ready = _replayable(root, sha, report, checks)
+    if isinstance(ready, DocReport):
+        return ready
+    lock, setup = ready
+    with tempfile.TemporaryDirectory(prefix="dlm-git-replay-") as tmp:
+        work = Path(tmp)
+        try:
+            outcome = _retrain(root, sha, report.doc, setup, work / "tree", accept_license)
+        except DlmGitError as exc:
+            checks.append(absent("replay", f"cannot replay: {exc.one_line()}"))
+            return _with(report, checks, Verdict.CANNOT_VERIFY, [])
+        return _judge(_Replayed(root, sha, report, setup, lock, outcome, work), checks, tolerance)
+
+
+def _replayable(
+    root: Path, sha: str, report: DocReport, checks: list[Check]
+) -> tuple[dict[str, Any], Setup] | DocReport:
+    """The commit's lock and the setup it records, checked before anything is launched
+    (`checks` gets replay.versions and replay.profile); the document's report when there
+    is nothing to replay: a missing or malformed lock, another torch major, a profile
+    this machine cannot run."""
     from dlm_git.lock.io import parse_lock_json
 
-    doc_rel = report.doc
-    lock_bytes = _blob(root, sha, _in_doc(doc_rel, LOCK_NAME))
-    checks = list(report.checks)
+    lock_bytes = _blob(root, sha, _in_doc(report.doc, LOCK_NAME))
     if lock_bytes is None:
         checks.append(failed("replay", "no dlm.lock to replay against"))
-        return _with(report, checks, FAILED, [])
+        return _with(report, checks, Verdict.FAILED, [])
     try:
         lock = parse_lock_json(lock_bytes, LOCK_NAME)
     except DlmGitError as exc:  # malformed: judged, nothing launched
         checks.append(failed("replay", f"nothing replayed: {exc.one_line()}"))
-        return _with(report, checks, FAILED, [])
+        return _with(report, checks, Verdict.FAILED, [])
     versions_ok, versions_detail = _replayable_torch(lock)
     checks.append((passed if versions_ok else absent)("replay.versions", versions_detail))
     if not versions_ok:
-        return _with(report, checks, CANNOT_VERIFY if report.ok else report.verdict, [])
-    setup = recorded_setup(lock, root, doc_rel)
+        return _with(report, checks, Verdict.CANNOT_VERIFY if report.ok else report.verdict, [])
+    setup = recorded_setup(lock, root, report.doc)
     if isinstance(setup, tuple):
         checks.append(setup[0])
-        malformed = FAILED in (setup[1], report.verdict)
-        return _with(report, checks, FAILED if malformed else CANNOT_VERIFY, [])
+        malformed = Verdict.FAILED in (setup[1], report.verdict)
+        return _with(report, checks, Verdict.FAILED if malformed else Verdict.CANNOT_VERIFY, [])
     checks.append(passed("replay.profile", setup.describe()))
-    with tempfile.TemporaryDirectory(prefix="dlm-git-replay-") as tmp:
-        work = Path(tmp)
-        try:
-            outcome = _retrain(root, sha, doc_rel, setup, work / "tree", accept_license)
-        except DlmGitError as exc:
-            checks.append(absent("replay", f"cannot replay: {exc.one_line()}"))
-            return _with(report, checks, CANNOT_VERIFY, [])
-        ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
-        notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
-        recorded_sha = report.adapter_sha256
-        replayed_dir = work / "tree" / doc_rel / ADAPTER_DIR
-        other_files = _other_files_differ(root, sha, doc_rel, outcome)
-        if recorded_sha is not None and outcome.adapter_sha256 == recorded_sha and other_files:
-            # Same weights, another config: the config is a pure function of the
-            # document, so this difference is evidence, whatever the profile.
-            detail = f"weights identical but {other_files} differ from the record"
-            checks.append(failed("replay", detail))
-            return _with(report, checks, MISMATCH, notes)
-        if recorded_sha is not None and outcome.adapter_sha256 == recorded_sha:
-            if report.verdict == CANNOT_VERIFY and _adapter_absent_only(report):
-                # The replay supplies the bytes the DVC cache lacks: check them as the
-                # hash level checks a cached adapter (manifest, dvc.lock, LoRA structure).
-                report = _recheck_with(root, sha, report, replayed_dir, work / "recheck")
-                checks = [*report.checks, *checks[-2:]]  # + replay.versions, replay.profile
-            checks.append(passed("replay", f"bitwise identical adapter {recorded_sha[:16]}"))
-            return _with(report, checks, BITWISE if report.ok else report.verdict, notes)
-        check, verdict, why = _compare_unequal(
-            root, sha, report, setup, lock, outcome, work, replayed_dir, tolerance
-        )
-        checks.append(check)
-        return _with(report, checks, verdict, [*notes, *why])
+    return lock, setup
 
 
-def _compare_unequal(
-    root: Path,
-    sha: str,
-    report: DocReport,
-    setup: Setup,
-    lock: Mapping[str, Any],
-    outcome: TrainOutcome,
-    work: Path,
-    replayed_dir: Path,
-    tolerance: float | None,
-) -> tuple[Check, Verdict, list[str]]:
+@dataclass(frozen=True)
+class _Replayed:
+    """One document's replay, done: the commit, its hash-level report, what the replay
+    ran under (the recorded setup and lock) and what came out (under `work`)."""
+
+    root: Path
+    sha: str
+    report: DocReport
+    setup: Setup
+    lock: Mapping[str, Any]
+    outcome: TrainOutcome
+    work: Path
+
+    @property
+    def adapter_dir(self) -> Path:
+        return self.work / "tree" / self.report.doc / ADAPTER_DIR
+
+
+def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> DocReport:
+    """The replay's verdict: the same weights (with the same or other adapter files), or
+    weights that differ (`_compare_unequal`)."""
+    setup, report, recorded_sha = done.setup, done.report, done.report.adapter_sha256
+    ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
+    notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
+    other_files = _other_files_differ(done.root, done.sha, report.doc, done.outcome)
+    if recorded_sha is None or done.outcome.adapter_sha256 != recorded_sha:
+        check, verdict, why = _compare_unequal(done, tolerance)
+        return _with(report, [*checks, check], verdict, [*notes, *why])
+    if other_files:
+        # Same weights, another config: the config is a pure function of the
+        # document, so this difference is evidence, whatever the profile.
+        detail = f"weights identical but {other_files} differ from the record"
+        return _with(report, [*checks, failed("replay", detail)], Verdict.MISMATCH, notes)
+    if report.verdict == Verdict.CANNOT_VERIFY and _adapter_absent_only(report):
+        # The replay supplies the bytes the DVC cache lacks: check them as the
+        # hash level checks a cached adapter (manifest, dvc.lock, LoRA structure).
+        report = _recheck_with(done.root, done.sha, report, done.adapter_dir, done.work / "recheck")
+        checks = [*report.checks, *checks[-2:]]  # + replay.versions, replay.profile
+    checks = [*checks, passed("replay", f"bitwise identical adapter {recorded_sha[:16]}")]
+    return _with(report, checks, Verdict.BITWISE if report.ok else report.verdict, notes)
+
+
+def _compare_unequal(done: _Replayed, tolerance: float | None) -> tuple[Check, Verdict, list[str]]:
     """The replayed adapter differs from the record: MISMATCH when bits were expected;
     else CANNOT_VERIFY naming the environment to replay in, unless the auditor passed
     `--tolerance`: then the tolerance against the recorded adapter, or CANNOT_VERIFY when
     that adapter is not here to compare (no comparison, no accusation)."""
+    ran = done.outcome.lock
     expectation = expect_bits(
-        setup.flags,
-        outcome.lock.determinism_flags,
-        lock.get("pinned_versions") or {},
-        outcome.lock.pinned_versions,
-        outcome.lock.hardware_tier,
+        done.setup.flags,
+        ran.determinism_flags,
+        done.lock.get("pinned_versions") or {},
+        ran.pinned_versions,
+        ran.hardware_tier,
     )
-    replayed = replayed_dir / ADAPTER_WEIGHTS
-    recorded = work / "recorded"
-    missing = assemble_adapter(root, _blob(root, sha, "dvc.lock"), report.doc, recorded)
+    recorded = done.work / "recorded"
+    dvc_lock = _blob(done.root, done.sha, "dvc.lock")
+    missing = assemble_adapter(done.root, dvc_lock, done.report.doc, recorded)
     detail = (
-        f"replayed adapter {outcome.adapter_sha256[:16]}"
-        f" != recorded {str(report.adapter_sha256)[:16]}"
+        f"replayed adapter {done.outcome.adapter_sha256[:16]}"
+        f" != recorded {str(done.report.adapter_sha256)[:16]}"
     )
     if expectation.bits:
         if missing is None:
-            dist = tensor_distances(recorded / ADAPTER_WEIGHTS, replayed)
-            first = next((name for name, d in dist.items() if d != 0.0), None)
+            first = _first_differing(recorded / ADAPTER_WEIGHTS, done.adapter_dir / ADAPTER_WEIGHTS)
             detail += f"; first differing tensor {first}" if first else ""
         why = f"{detail} (bit equality expected: {expectation.reason})"
-        return failed("replay", why), MISMATCH, []
+        return failed("replay", why), Verdict.MISMATCH, []
     notes = [f"bit equality not expected: {expectation.reason}"]
     if tolerance is None:
         why = (
             f"{detail}; bit equality not expected ({expectation.reason}): replay"
-            f" {_where_bits_hold(setup, lock)} for a bitwise verdict, or pass --tolerance to"
-            " compare within a bound"
+            f" {_where_bits_hold(done.setup, done.lock)} for a bitwise verdict, or pass"
+            " --tolerance to compare within a bound"
         )
-        return absent("replay", why), CANNOT_VERIFY, notes
+        return absent("replay", why), Verdict.CANNOT_VERIFY, notes
     if missing is not None:
         why = (
             f"{detail}; bit equality not expected ({expectation.reason}) and the recorded"
             f" adapter is not available to compare within tolerance ({missing})"
         )
-        return absent("replay", why), CANNOT_VERIFY, notes
-    dist = tensor_distances(recorded / ADAPTER_WEIGHTS, replayed)
+        return absent("replay", why), Verdict.CANNOT_VERIFY, notes
+    check, verdict = _within(recorded / ADAPTER_WEIGHTS, done, tolerance)
+    return check, verdict, notes
+
+
+def _first_differing(recorded: Path, replayed: Path) -> str | None:
+    """The first tensor (by name) whose values differ between the two weight files."""
+    dist = tensor_distances(recorded, replayed)
+    return next((name for name, d in dist.items() if d != 0.0), None)
+
+
+def _within(recorded: Path, done: _Replayed, tolerance: float) -> tuple[Check, Verdict]:
+    """The auditor's tolerance comparison against the recorded adapter's weights."""
+    dist = tensor_distances(recorded, done.adapter_dir / ADAPTER_WEIGHTS)
     worst_name, worst = max(dist.items(), key=lambda kv: kv[1]) if dist else ("-", 0.0)
     ok = worst <= tolerance
     what = f"max relative L2 {worst:.3g} at {worst_name} (tolerance {tolerance:g})"
-    verdict = WITHIN_TOLERANCE if ok and report.ok else MISMATCH
-    return judged("replay", ok, what), verdict, notes
+    verdict = Verdict.WITHIN_TOLERANCE if ok and done.report.ok else Verdict.MISMATCH
+    return judged("replay", ok, what), verdict
 
 
 def _where_bits_hold(setup: Setup, lock: Mapping[str, Any]) -> str:
@@ -351,4 +384,4 @@ def _each(
         return replay(root, sha, report, *args)
     except DlmGitError as exc:
         checks = [*report.checks, failed("replay", f"nothing replayed: {exc.one_line()}")]
-        return _with(report, checks, FAILED, [])
+        return _with(report, checks, Verdict.FAILED, [])

@@ -30,7 +30,6 @@ class Verdict(StrEnum):
     SEGMENTS_BITWISE = "SEGMENTS_BITWISE"  # segments: every sampled segment came back
 
 
-VERIFIED, FAILED, CANNOT_VERIFY = Verdict.VERIFIED, Verdict.FAILED, Verdict.CANNOT_VERIFY
 PASSING = frozenset(
     {Verdict.VERIFIED, Verdict.BITWISE, Verdict.WITHIN_TOLERANCE, Verdict.SEGMENTS_BITWISE}
 )
@@ -41,10 +40,10 @@ def verdict_of(checks: list[Check]) -> Verdict:
     """The hash level's verdict, from the checks' states only: VERIFIED when every check
     passed, FAILED when any failed, else CANNOT_VERIFY (something needed was absent)."""
     if checks and all(c.ok for c in checks):
-        return VERIFIED
+        return Verdict.VERIFIED
     if not checks or any(c.state is Outcome.FAILED for c in checks):
-        return FAILED
-    return CANNOT_VERIFY
+        return Verdict.FAILED
+    return Verdict.CANNOT_VERIFY
 
 
 def combine(hash_verdict: Verdict, level_verdict: Verdict) -> Verdict:
@@ -53,8 +52,8 @@ def combine(hash_verdict: Verdict, level_verdict: Verdict) -> Verdict:
     to CANNOT_VERIFY."""
     if level_verdict in PASSING and hash_verdict not in PASSING:
         return hash_verdict
-    if level_verdict == CANNOT_VERIFY and hash_verdict == FAILED:
-        return FAILED
+    if level_verdict == Verdict.CANNOT_VERIFY and hash_verdict == Verdict.FAILED:
+        return Verdict.FAILED
     return level_verdict
 
 

@@ -42,7 +42,7 @@ from dlm_git.numerics.judge import Expectation
 from dlm_git.numerics.plan import plan
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup
-from dlm_git.verify.report import CANNOT_VERIFY, FAILED, DocReport, Verdict, combine
+from dlm_git.verify.report import DocReport, Verdict, combine
 from dlm_git.verify.segment_replay import replay_segments
 
 if TYPE_CHECKING:
@@ -117,10 +117,10 @@ def _each(
         return segment_doc(root, sha, report, sample, seed, in_child)
     except DlmGitError as exc:
         checks = [*report.checks, failed("segments.chain", f"nothing replayed: {exc.one_line()}")]
-        return _with(report, checks, FAILED, [])
+        return _with(report, checks, Verdict.FAILED, [])
     except RecursionError:
         checks = [*report.checks, failed("segments.chain", "a record nests too deeply to read")]
-        return _with(report, checks, FAILED, [])
+        return _with(report, checks, Verdict.FAILED, [])
 
 
 def segment_doc(
@@ -166,7 +166,7 @@ def segment_doc(
             )
         except DlmGitError as exc:
             checks.append(absent("segments.replay", f"cannot replay: {exc.one_line()}"))
-            return _with(report, checks, CANNOT_VERIFY, notes)
+            return _with(report, checks, Verdict.CANNOT_VERIFY, notes)
     return _judged(report, checks, notes, chain.boundaries, (results, expectation))
 
 
@@ -189,15 +189,15 @@ def _records(root: Path, sha: str, doc_rel: str) -> _Records | Stop:
     )
     manifest_bytes = blobs.get(f"{sha}:{prefix}{MANIFEST_NAME}")
     if manifest_bytes is None:
-        return failed("segments.chain", "no manifest"), FAILED
+        return failed("segments.chain", "no manifest"), Verdict.FAILED
     manifest = read_manifest_bytes(manifest_bytes, MANIFEST_NAME)
     segments = manifest.segments
     if segments is None:
         why = "trained without segment snapshots (training.segment_every: 0)"
-        return absent("segments.chain", why), CANNOT_VERIFY
+        return absent("segments.chain", why), Verdict.CANNOT_VERIFY
     lock_bytes = blobs.get(f"{sha}:{prefix}{LOCK_NAME}")
     if lock_bytes is None:
-        return failed("segments.replay", "no dlm.lock to replay against"), FAILED
+        return failed("segments.replay", "no dlm.lock to replay against"), Verdict.FAILED
     lock = parse_lock_json(lock_bytes, LOCK_NAME)
     return _Records(manifest, segments, lock, blobs.get(f"{sha}:dvc.lock"))
 
@@ -221,15 +221,15 @@ def _chain(root: Path, doc_rel: str, records: _Records, work: Path) -> _Chain | 
     try:
         missing = missing or copy_out(root, records.dvc_lock, doc_rel, SEGMENTS_DIR, seg_dir)
     except DvcRecordError as exc:  # malformed is a failure, not an absence
-        return failed("segments.chain", f"malformed record: {exc.one_line()}"), FAILED
+        return failed("segments.chain", f"malformed record: {exc.one_line()}"), Verdict.FAILED
     if missing:
-        return absent("segments.chain", missing), CANNOT_VERIFY
+        return absent("segments.chain", missing), Verdict.CANNOT_VERIFY
     manifest, record = records.manifest, records.segments
     boundaries = read_boundaries(seg_dir)
     gen = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
     digests, problem = check_chain(boundaries, gen, record, adapter_dir)
     if problem is not None:
-        return failed("segments.chain", problem), FAILED
+        return failed("segments.chain", problem), Verdict.FAILED
     held = f"{len(digests)} boundaries chained to {record.chain_root[:16]}"
     return _Chain(passed("segments.chain", held), boundaries, digests)
 
@@ -244,7 +244,7 @@ def _replay_setup(lock: dict[str, Any], root: Path, doc_rel: str) -> Setup | Sto
             f"cannot replay segments of a {setup.nproc}-rank training here (segment"
             " replay runs one process; use --level replay)"
         )
-        return absent("segments.replay", why), CANNOT_VERIFY
+        return absent("segments.replay", why), Verdict.CANNOT_VERIFY
     return setup
 
 
@@ -268,7 +268,7 @@ def _judged(
         else:
             checks.append((failed if expectation.bits else absent)("segments.replay", problem))
     ok = all(c.ok for c in checks)
-    diverged = Verdict.MISMATCH if expectation.bits else CANNOT_VERIFY
+    diverged = Verdict.MISMATCH if expectation.bits else Verdict.CANNOT_VERIFY
     return _with(report, checks, Verdict.SEGMENTS_BITWISE if ok else diverged, notes)
 
 
@@ -297,7 +297,7 @@ def segment_doc_in_child(
         )
     except (ChildError, ProtocolError) as exc:
         checks = [*report.checks, absent("segments.replay", f"cannot replay: {exc.one_line()}")]
-        return _with(report, checks, CANNOT_VERIFY, [])
+        return _with(report, checks, Verdict.CANNOT_VERIFY, [])
     return DocReport(
         doc=report.doc,
         level="segments",

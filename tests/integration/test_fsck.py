@@ -441,6 +441,7 @@ def test_json_shape(forge: Any) -> None:
         "repairs",
         "quarantine",
         "notes",
+        "errors",
     }
     assert payload["format"] == "dlm-git/fsck/v1"
     assert set(payload["dvc_cache"]) == {

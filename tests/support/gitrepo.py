@@ -42,3 +42,16 @@ def commit_all(repo: Path, message: str) -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "--no-verify", "--allow-empty", "-m", message)
     return head(repo)
+
+
+def write_files(repo: Path, files: dict[str, str]) -> None:
+    """Write each repository path of `files` with its text (directories made as needed)."""
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text, "utf-8")
+
+
+def commit_files(repo: Path, files: dict[str, str], message: str = "files") -> str:
+    """`write_files`, then `commit_all`; the new HEAD."""
+    write_files(repo, files)
+    return commit_all(repo, message)

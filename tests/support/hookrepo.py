@@ -84,6 +84,28 @@ def rebind(repo: Path, lock: dict[str, object]) -> None:
     write(repo, MANIFEST, canonical_json(manifest))
 
 
+def stage_other_adapter(repo: Path) -> tuple[str, str]:
+    """In a retrained repository (`retrained_repo`): stage HEAD's manifest and dvc.lock
+    recording the retrained adapter (in the DVC cache) instead, consistently; the `.dlm`
+    and lock in the index stay HEAD's. What a nondeterministic run looks like: every hash
+    binding holds, only the determinism check can object. (HEAD's, the new) tensor roots."""
+    other_manifest = json.loads(read(repo, MANIFEST))
+    other_dvc = yaml.safe_load(read(repo, "dvc.lock"))
+    manifest = json.loads(git(repo, "show", f"HEAD:{MANIFEST}"))
+    old_root = manifest["adapter"]["tensor_root"]
+    manifest["adapter"] = other_manifest["adapter"]
+    dvc = yaml.safe_load(git(repo, "show", "HEAD:dvc.lock"))
+    train = f"train@{DOC}"
+    new_out = next(o for o in other_dvc["stages"][train]["outs"] if o["path"] == ADAPTER_OUT)
+    for out in dvc["stages"][train]["outs"]:
+        if out["path"] == ADAPTER_OUT:
+            out.update(new_out)
+    write(repo, MANIFEST, canonical_json(manifest))
+    write(repo, "dvc.lock", yaml.safe_dump(dvc, sort_keys=False))
+    assert set(git(repo, "diff", "--cached", "--name-only").split()) == {MANIFEST, "dvc.lock"}
+    return old_root, other_manifest["adapter"]["tensor_root"]
+
+
 def adapter_md5(dvc_lock: bytes) -> str:
     for body in yaml.safe_load(dvc_lock)["stages"].values():
         for out in body.get("outs") or []:

@@ -199,3 +199,41 @@ def test_a_child_that_leaves_no_answer_is_one_line(tmp_path: Path) -> None:
     assert line.startswith("the child exited 1 without an answer: "), line
     assert "No module named dlm_git.no_such_module" in line and "\n" not in line
     assert info.value.exit_code == 1
+
+
+def test_a_dlm_git_directory_where_the_child_starts_is_never_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child is this dlm-git: a working directory (a work tree, every byte of it a
+    commit's) that holds a `dlm_git/` package of its own runs nothing of it."""
+    planted = tmp_path / "dlm_git"
+    planted.mkdir()
+    ran = tmp_path / "planted-code-ran"
+    (planted / "__init__.py").write_text(f"open({str(ran)!r}, 'w').close()\n", "utf-8")
+    monkeypatch.chdir(tmp_path)
+    request = TrainRequest(tmp_path / "nowhere" / "doc.dlm", TrainOptions(quiet=True))
+    with pytest.raises(ChildError) as child:
+        call_child("dlm_git.train.child", request, TrainResult, env=os.environ, what="the child")
+    assert not ran.exists()
+    line = child.value.one_line()
+    assert "nowhere" in line and "without an answer" not in line, line  # the real child's
+
+
+def test_the_remote_query_crosses_and_its_answer_takes_only_its_shape() -> None:
+    """The pre-push hook's remote check (`dlm_git.verify.remote`): a path git could hold
+    crosses whole; an answer out of shape is one line, never a list made of a string."""
+    from dlm_git.verify.remote import RemoteQuery, RemoteState
+
+    query = RemoteQuery(Path(os.fsdecode(b"/repos/caf\xe9")), {"notes@abc": ["d4" * 16]})
+    assert parse_document(dump(query), RemoteQuery, "request") == query
+    state = RemoteState("storage", {"notes@abc": ["d4" * 16]})
+    assert parse_document(dump(state), RemoteState, "answer") == state
+    for forged, line in (
+        (b'{"missing": {"d": "d4"}, "remote": null}', "answer.missing.d: is a string, not"),
+        (b'{"missing": [], "remote": null}', "answer.missing: is a list, not an object"),
+        (b'{"missing": {}, "remote": 1}', "answer.remote: is a number, not str"),
+        (b'{"missing": {}}', "answer: missing key 'remote'"),
+    ):
+        with pytest.raises(ProtocolError) as info:
+            parse_document(forged, RemoteState, "answer")
+        assert info.value.one_line().startswith(line), info.value.one_line()

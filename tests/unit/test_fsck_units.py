@@ -5,6 +5,10 @@ cut to a terminal's worth, hostile names escaped). The stat record it trusts is
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +23,132 @@ from dlm_git.cache.entry import (
     entry_key,
     is_other_entry_version,
 )
+from dlm_git.docat import TreeAt
 from dlm_git.dvcfiles import parse_dvc_lock, record_outs
 from dlm_git.fsck.render import LIST_LIMIT, render
 from dlm_git.fsck.report import Area, DvcCounts, Finding, FsckReport, State, TokenCounts
+from dlm_git.history import references
 from dlm_git.history.references import Referrer, is_record
 from dlm_git.token_stream import RowTokens, Sequence
-from tests.support.gitrepo import git
+from tests.support.cli import dlm_git
+from tests.support.gitrepo import commit_files, git
+
+# --------------------------------------------------------------------------- the history
+
+
+DEEP_PARAMS = "documents: " + "[" * 200 + "]" * 200 + "\n"
+
+
+def adapter_lock(**md5_of: str) -> str:
+    """A root dvc.lock with a stage per document naming its `<doc>/adapter` (a file out)
+    at the md5 given for it."""
+    return "schema: '2.0'\nstages:\n" + "".join(
+        f"  train@{doc}:\n    cmd: train\n    outs:\n"
+        f"    - path: {doc}/adapter\n      hash: md5\n      md5: {md5}\n      size: 1\n"
+        for doc, md5 in md5_of.items()
+    )
+
+
+def test_the_walk_names_the_documents_tree_at_names(git_repo: Path) -> None:
+    """fsck attributes adapters to the documents `TreeAt.documents()` finds in that
+    commit, from its own tree summaries: a linked dlm.lock makes a document there too
+    (it is in the listing). Before, the summaries left links out and named none. A link
+    is still never a DVC record."""
+    (git_repo / "e").mkdir()
+    os.symlink("../d/d.dlm", git_repo / "e" / "dlm.lock")
+    os.symlink("../dvc.lock", git_repo / "e" / "dvc.lock")
+    md5s = {doc: hashlib.md5(doc.encode()).hexdigest() for doc in ("d", "e", "x")}
+    files = {"d/d.dlm": "---\n---\n", "dvc.lock": adapter_lock(**md5s)}
+    sha = commit_files(git_repo, files)
+    with TreeAt(git_repo, sha) as tree:
+        assert tree.documents() == ["d", "e"]
+    refs = references.collect(git_repo)
+    named = {(r.record, r.out): r.doc for r in refs.objects.values()}
+    assert named == {
+        ("dvc.lock", "d/adapter"): "d",
+        ("dvc.lock", "e/adapter"): "e",
+        ("dvc.lock", "x/adapter"): None,
+    }
+    assert refs.notes == [] and refs.errors == []
+
+
+def test_a_refused_commit_is_an_error_and_the_rest_of_the_history_is_still_checked(
+    git_repo: Path,
+) -> None:
+    """One commit's params.yaml nests too deep: verify, diff and log stop on it (they
+    judge that one revision); fsck reports it once, against the first commit holding
+    it, and goes on: the objects of every commit, that one's included, are checked."""
+    refused_md5, corrupt_md5 = "a" * 32, hashlib.md5(b"adapter").hexdigest()
+    files = {
+        "d/d.dlm": "---\n---\n",
+        "params.yaml": DEEP_PARAMS,
+        "dvc.lock": adapter_lock(d=refused_md5),
+    }
+    refused = commit_files(git_repo, files)
+    commit_files(git_repo, {"README.md": "same params.yaml, reported once\n"})
+    later = commit_files(
+        git_repo, {"params.yaml": "documents: [d]\n", "dvc.lock": adapter_lock(d=corrupt_md5)}
+    )
+    stored = git_repo / ".dvc/cache/files/md5" / corrupt_md5[:2] / corrupt_md5[2:]
+    stored.parent.mkdir(parents=True)
+    stored.write_bytes(b"not the adapter")
+    result = dlm_git(git_repo, "fsck", "--json")
+    assert result.code == 1, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    [error] = report["errors"]
+    assert error["commit"] == refused and error["error"].startswith(
+        f"{refused[:12]}:params.yaml: does not parse: nested deeper than"
+    )
+    found = {(o["state"], o["md5"], o["commit"], o["doc"]) for o in report["objects"]}
+    assert found == {
+        ("missing", refused_md5, refused, None),
+        ("corrupted", corrupt_md5, later, "d"),
+    }
+
+
+def test_the_history_walk_costs_a_fixed_number_of_git_processes(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trees and blobs are read through one `cat-file` for the whole history: 12 commits,
+    each with its own params.yaml and dvc.lock (every third one refused), cost what 2
+    cost. A `TreeAt` per commit would cost a listing and a reader each."""
+    shas = []
+    for i in range(12):
+        params = f"# {i}\n{DEEP_PARAMS}" if i % 3 == 0 else f"documents: [d{i}]\n"
+        files = {f"d{i}/d.dlm": "---\n---\n", "params.yaml": params}
+        shas.append(
+            commit_files(
+                git_repo,
+                {
+                    **files,
+                    "dvc.lock": adapter_lock(**{f"d{i}": hashlib.md5(b"%d" % i).hexdigest()}),
+                },
+            )
+        )
+    started: list[object] = []
+    real = subprocess.Popen
+
+    class Counting(real):  # type: ignore[misc,valid-type]
+        def __init__(self, args: object, *rest: object, **kw: object) -> None:
+            started.append(args)
+            super().__init__(args, *rest, **kw)
+
+    def spent(tip: str) -> tuple[int, references.References]:
+        git(git_repo, "update-ref", "HEAD", tip)  # moves the branch: the history ends at tip
+        started.clear()
+        monkeypatch.setattr(subprocess, "Popen", Counting)
+        try:
+            refs = references.collect(git_repo)
+        finally:
+            monkeypatch.setattr(subprocess, "Popen", real)
+        return len(started), refs
+
+    two, _ = spent(shas[1])
+    twelve, refs = spent(shas[-1])
+    assert twelve == two, (two, twelve)
+    assert [e.commit for e in refs.errors] == shas[::3]
+    assert {r.doc for r in refs.objects.values()} == {None, *(f"d{i}" for i in range(12) if i % 3)}
+
 
 # --------------------------------------------------------------------------- git trees
 

@@ -115,7 +115,8 @@ def test_run_reports_an_untrained_staged_document(
     assert pre_commit.run(git_repo) == 0
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "dlm-git: WARN doc: document not trained yet (no manifest.json, no dlm.lock) "
+        "dlm-git: WARN doc: doc.trained: document not trained yet (no manifest.json, no"
+        " dlm.lock) "
         "(run `dvc repro` (or `dlm-git train`) and stage the results)",
         "dlm-git: 0 error(s), 1 warning(s) in 1 document(s): ok",
     ]

@@ -14,7 +14,7 @@ from dlm_git.history.records import json_object
 from dlm_git.history.tensors import compare
 from dlm_git.lock.policy import classify
 from dlm_git.verify.profile import recorded_setup
-from dlm_git.verify.report import FAILED
+from dlm_git.verify.report import Verdict
 
 TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 PARENT = "a" * 40
@@ -71,4 +71,4 @@ def test_replay_refuses_flags_json_cannot_carry(tmp_path: Path) -> None:
     flags = {"numerics": "x86-64-v3", "threads": 2, "distributed": {"world_size": 2}}
     flags["distributed"]["x"] = math.nan  # type: ignore[index]
     check, verdict = recorded_setup({"determinism_flags": flags}, tmp_path, "demo")  # type: ignore[misc]
-    assert verdict == FAILED and "NaN" in check.detail
+    assert verdict == Verdict.FAILED and "NaN" in check.detail

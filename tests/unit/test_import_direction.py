@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dlm_git"
 
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"fsutil", "safeparse", "paths"},
+    {"fsutil", "safeparse", "paths", "severity"},
     {"merkle", "safetensors_header"},
     {"hashing", "numerics", "topology", "layout", "gitio", "versions"},
     {"output", "dvcfiles", "token_stream", "statedir", "statcache", "childproc"},

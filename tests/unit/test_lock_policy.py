@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from dlm_git.lock.decision import judge
 from dlm_git.lock.errors import LockError
 from dlm_git.lock.io import parse_lock, read_lock, write_lock
-from dlm_git.lock.policy import Finding, apply_strict, by_severity, classify
+from dlm_git.lock.policy import Finding, classify
 from dlm_git.lock.schema import Lock
+from dlm_git.severity import Severity
 from tests.support.records import lock_record
 
 LOCK = lock_record()
@@ -167,12 +169,6 @@ def test_every_difference_is_reported_in_field_order() -> None:
         ("pinned_versions.torch", "ERROR"),
         ("seed", "WARN"),
     ]
-    assert [f.field for f in by_severity(findings, "ERROR")] == [
-        "base_model_sha256",
-        "pinned_versions.torch",
-    ]
-    assert [f.field for f in by_severity(findings, "WARN")] == ["pinned_versions.numpy", "seed"]
-    assert [f.field for f in by_severity(findings, "ALLOW")] == ["dlm_sha256"]
 
 
 def test_describe_shows_old_and_new() -> None:
@@ -185,34 +181,38 @@ def test_describe_shows_old_and_new() -> None:
 # --------------------------------------------------------------------------- strict mode
 
 
-def test_apply_strict_upgrades_warn_only() -> None:
-    findings = classify(
-        LOCK,
-        lock(
-            dlm_sha256="00" * 32,
-            seed=7,
-            base_model_sha256="0" * 64,
-            pinned_versions=versions(torch="2.14.1"),
-        ),
+def test_strict_mode_is_one_rule_every_warn_an_error() -> None:
+    """`Severity.strict`, the rule the drift decision and the hooks both apply."""
+    assert [s.strict(True) for s in Severity] == [Severity.ERROR, Severity.ERROR, Severity.IGNORE]
+    assert [s.strict(False) for s in Severity] == list(Severity)
+
+
+def test_strict_judgment_refuses_warn_drift_too_and_allow_never() -> None:
+    current = lock(
+        dlm_sha256="00" * 32,
+        seed=7,
+        base_model_sha256="0" * 64,
+        pinned_versions=versions(torch="2.14.1"),
     )
-    before = {f.field: f.severity for f in findings}
+    before = {f.field: f.severity for f in classify(LOCK, current)}
     assert before == {
         "base_model_sha256": "ERROR",
         "dlm_sha256": "ALLOW",
         "pinned_versions.torch": "WARN",
         "seed": "WARN",
     }
-    strict = apply_strict(findings, True)
-    assert {f.field: f.severity for f in strict} == {
-        "base_model_sha256": "ERROR",
-        "dlm_sha256": "ALLOW",
-        "pinned_versions.torch": "ERROR",
-        "seed": "ERROR",
-    }
-    assert [(f.old, f.new) for f in strict] == [(f.old, f.new) for f in findings]
-    assert by_severity(strict, "WARN") == []
-    assert apply_strict(findings, False) == findings
-    assert {f.field: f.severity for f in findings} == before  # input not mutated
+    loose, strict = judge(LOCK, current), judge(LOCK, current, strict=True)
+    assert [f.field for f in loose.errors] == ["base_model_sha256"]
+    assert [f.field for f in loose.warnings] == ["pinned_versions.torch", "seed"]
+    assert [f.field for f in strict.errors] == [
+        "base_model_sha256",
+        "pinned_versions.torch",
+        "seed",
+    ]
+    assert strict.warnings == () and not strict.ok
+    assert {f.field: f.severity for f in classify(LOCK, current)} == before
+    only_warns = lock(seed=7)
+    assert judge(LOCK, only_warns).ok and not judge(LOCK, only_warns, strict=True).ok
 
 
 # --------------------------------------------------------------------------- parse_lock

@@ -18,15 +18,16 @@ import pytest
 
 from dlm_git import gitio
 from dlm_git.contract.commit_time import determinism, lock_drift
-from dlm_git.contract.outcome import Check, Outcome, Severity
+from dlm_git.contract.outcome import Check, Outcome
 from dlm_git.contract.records import builtin_revision
 from dlm_git.docat import Rev, TreeAt
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import canonical_json, canonical_json_sha256, sha256_bytes
 from dlm_git.hooks import pre_commit
-from dlm_git.hooks.findings import HookFinding, apply_strict, finding_of, summary
+from dlm_git.hooks.findings import HookFinding, finding_of, summary
 from dlm_git.hooks.pre_commit import collect, touched
 from dlm_git.layout import ADAPTER_WEIGHTS
+from dlm_git.severity import Severity
 from dlm_git.verify.commit import verify_commit
 from tests.support.gitrepo import commit_all, git
 from tests.support.records import BIG_DVC_LOCK, LOCK_RECORD, lock_record
@@ -163,23 +164,21 @@ def repo(git_repo: Path) -> Path:
 
 
 def test_finding_line_format() -> None:
-    f = HookFinding("ERROR", "notes", "doc.sha256", "notes/notes.dlm changed", "run `dvc repro`")
-    assert f.line() == "dlm-git: ERROR notes: notes/notes.dlm changed (run `dvc repro`)"
+    """The document, then the check's id (the key of `git config dlm-git.<id>`), as git
+    fsck prints `error in commit X: badDate: ...`."""
+    f = HookFinding(
+        Severity.ERROR, "notes", "doc.sha256", "notes/notes.dlm changed", "run `dvc repro`"
+    )
+    assert f.line() == "dlm-git: ERROR notes: doc.sha256: notes/notes.dlm changed (run `dvc repro`)"
 
 
 def test_summary_counts_and_verdict() -> None:
-    e = HookFinding("ERROR", "a", "x", "w", "f")
-    w = HookFinding("WARN", "b", "x", "w", "f")
+    e = HookFinding(Severity.ERROR, "a", "x", "w", "f")
+    w = HookFinding(Severity.WARN, "b", "x", "w", "f")
     assert summary([e, w, w], 2) == (
         "dlm-git: 1 error(s), 2 warning(s) in 2 document(s): commit refused"
     )
     assert summary([w], 1) == "dlm-git: 0 error(s), 1 warning(s) in 1 document(s): ok"
-
-
-def test_strict_turns_warn_into_error_only_when_strict() -> None:
-    w = HookFinding("WARN", "b", "x", "w", "f")
-    assert apply_strict([w], False) == [w]
-    assert [f.level for f in apply_strict([w], True)] == ["ERROR"]
 
 
 def test_a_finding_is_the_table_read_for_the_state() -> None:
@@ -209,10 +208,10 @@ def test_a_checks_severity_is_set_as_gits_fsck_sets_one(
     git(repo, "add", "-A")
     git(repo, "config", "dlm-git.lock.fields", "warn")
     assert pre_commit.run(repo) == 0
-    assert "dlm-git: WARN doc: lock.dlm_id vs manifest" in capsys.readouterr().err
+    assert "dlm-git: WARN doc: lock.fields: lock.dlm_id vs manifest" in capsys.readouterr().err
     git(repo, "config", "dlm-git.strict", "true")
     assert pre_commit.run(repo) == 1
-    assert "dlm-git: ERROR doc: lock.dlm_id vs manifest" in capsys.readouterr().err
+    assert "dlm-git: ERROR doc: lock.fields: lock.dlm_id vs manifest" in capsys.readouterr().err
     git(repo, "config", "--unset", "dlm-git.strict")
     git(repo, "config", "dlm-git.lock.fields", "ignore")
     assert pre_commit.run(repo) == 0
@@ -264,7 +263,7 @@ def test_lock_drift_severity(path: tuple[str, ...], value: object, level: str) -
     target[path[-1]] = value
     (drift,) = lock_drift(lock, LOCK_RECORD, canonical_json(LOCK_RECORD))
     assert (drift.name, drift.severity) == ("lock.drift", Severity(level))
-    assert drift.detail.startswith(f"lock drift: {'.'.join(path)} changed")
+    assert drift.detail.startswith(f"{'.'.join(path)} changed")
 
 
 def test_dlm_sha_change_is_allowed() -> None:
@@ -332,7 +331,7 @@ def test_strict_mode_is_read_from_git_config_only_when_a_warning_needs_it(
     assert pre_commit.run(repo) == 1
     assert reads.count("dlm-git.strict") == 1
     err = capsys.readouterr().err
-    assert "dlm-git: ERROR doc: lock drift: seed changed: 42 -> 7" in err, err
+    assert "dlm-git: ERROR doc: lock.drift: seed changed: 42 -> 7" in err, err
 
 
 @pytest.mark.parametrize(
@@ -596,7 +595,8 @@ def test_dlm_edited_since_training_is_stale(repo: Path) -> None:
     (repo / "doc" / "doc.dlm").write_text(SOURCES_DOC + "An edit nobody trained on.\n")
     assert found(repo) == [("ERROR", "doc.sha256")]  # stale: sources and sections not run
     assert lines(repo)[0].startswith(
-        "dlm-git: ERROR doc: doc/doc.dlm changed since it was trained (manifest.json is stale)"
+        "dlm-git: ERROR doc: doc.sha256: doc/doc.dlm changed since it was trained"
+        " (manifest.json is stale)"
     )
 
 
@@ -617,7 +617,8 @@ def test_changed_sources_are_re_expanded_from_the_index(repo: Path) -> None:
     git(repo, "reset", "-q", "doc/notes/a.md")
     assert found(repo, stage=False) == [("ERROR", "sources.root"), ("ERROR", "sections.order")]
     assert lines(repo)[0].startswith(
-        "dlm-git: ERROR doc: staged sources differ from those manifest.json was trained on"
+        "dlm-git: ERROR doc: sources.root: staged sources differ from those manifest.json was"
+        " trained on"
     )
 
 
@@ -765,11 +766,13 @@ def test_params_naming_a_missing_directory_is_an_error(
     assert pre_commit.run(git_repo) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "dlm-git: ERROR params.yaml: documents: entry '../up' is not a directory inside the"
-        " repository (list each document directory under `documents:` in params.yaml)",
-        "dlm-git: ERROR gone: params.yaml documents: lists gone, which holds no .dlm"
-        " (list each document directory under `documents:` in params.yaml)",
-        "dlm-git: WARN doc: document not trained yet (no manifest.json, no dlm.lock)"
+        "dlm-git: ERROR params.yaml: pipeline.documents: documents: entry '../up' is not a"
+        " directory inside the repository (list each document directory under `documents:`"
+        " in params.yaml)",
+        "dlm-git: ERROR gone: pipeline.documents: params.yaml documents: lists gone, which"
+        " holds no .dlm (list each document directory under `documents:` in params.yaml)",
+        "dlm-git: WARN doc: doc.trained: document not trained yet (no manifest.json, no"
+        " dlm.lock)"
         " (run `dvc repro` (or `dlm-git train`) and stage the results)",
         "dlm-git: 2 error(s), 1 warning(s) in 2 document(s): commit refused",
     ]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlm_git.doc.errors import SourcesError
-from dlm_git.doc.sources import source_rows_digest
+from dlm_git.doc.walk import source_rows_digest
 from tests.support.docs import WriteDoc, source_section_id
 from tests.support.sources import OUTPUTS, expand, load, put, skips, sources_yaml, taken
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlm_git.doc.errors import DocError
-from dlm_git.doc.sources import DEFAULT_EXCLUDES
+from dlm_git.doc.walk import DEFAULT_EXCLUDES
 from tests.support.docs import WriteDoc, source_section_id
 from tests.support.sources import OUTPUTS, expand, load, put, skips, sources_yaml, taken
 
@@ -111,7 +111,7 @@ def test_default_excludes_on_a_file_name_agree_with_pathspec_on_its_path() -> No
     walk as it enters them)."""
     import pathspec
 
-    from dlm_git.doc.sources import _DEFAULT_NAMES
+    from dlm_git.doc.walk import _DEFAULT_NAMES
 
     spec = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
     names = [

@@ -329,13 +329,13 @@ def test_warm_run_from_the_pack_computes_no_source_row_id(
     doc_dir = make_doc(git_repo)
     uncached = tokenize(doc_dir, use_cache=False)
     tokenize(doc_dir)
-    import dlm_git.doc.sources as sources
+    import dlm_git.doc.walk as walk
 
     def refuse(*args: object) -> None:
         raise AssertionError("a source row id or text was computed on a warm run")
 
-    monkeypatch.setattr(sources, "source_section_id", refuse)
-    monkeypatch.setattr(sources.SourceFile, "read_text", refuse)
+    monkeypatch.setattr(walk, "source_section_id", refuse)
+    monkeypatch.setattr(walk.SourceFile, "read_text", refuse)
     warm = tokenize(doc_dir)
     assert hits_misses(warm) == (ROWS, 0, 0)
     assert warm.sequences.row_ids == uncached.sequences.row_ids

@@ -14,7 +14,6 @@ import yaml
 from dlm_git.hashing import canonical_json
 from tests.support.gitrepo import git, head
 from tests.support.hookrepo import (
-    ADAPTER_OUT,
     DOC,
     LOCK,
     MANIFEST,
@@ -23,6 +22,7 @@ from tests.support.hookrepo import (
     commit,
     read,
     refused,
+    stage_other_adapter,
     write,
 )
 
@@ -36,8 +36,8 @@ def test_manifest_adapter_sha_edit_is_refused(repo: Path) -> None:
     write(repo, MANIFEST, canonical_json(manifest))
     err = refused(commit(repo), repo, before)
     assert re.search(
-        rf"dlm-git: ERROR {DOC}: adapter_model\.safetensors sha256 [0-9a-f]{{16}} is not "
-        r"manifest\.json's abababababababab \(run `dvc repro`",
+        rf"dlm-git: ERROR {DOC}: adapter\.sha256: adapter_model\.safetensors sha256 [0-9a-f]{{16}} "
+        r"is not manifest\.json's abababababababab \(run `dvc repro`",
         err,
     ), err
 
@@ -56,7 +56,7 @@ def test_dvc_lock_naming_another_object_is_refused(repo: Path) -> None:
     assert cache_path(repo, tokens).is_file()
     write(repo, "dvc.lock", data.replace(adapter.encode(), tokens.encode()))
     err = refused(commit(repo), repo, before)
-    assert f"dlm-git: ERROR {DOC}: adapter files [" in err
+    assert f"dlm-git: ERROR {DOC}: adapter.files: adapter files [" in err
     assert "differ from manifest.json's ['adapter_config.json', 'adapter_model.safetensors']" in err
 
 
@@ -79,7 +79,8 @@ def test_manifest_lock_sha_mismatch_is_refused(repo: Path) -> None:
     write(repo, MANIFEST, canonical_json(manifest))
     err = refused(commit(repo), repo, before)
     assert (
-        f"dlm-git: ERROR {DOC}: manifest.json does not bind the staged dlm.lock (lock_sha256)"
+        f"dlm-git: ERROR {DOC}: lock.binding: manifest.json does not bind the staged dlm.lock"
+        " (lock_sha256)"
     ) in err
 
 
@@ -92,28 +93,12 @@ def test_same_inputs_different_adapter_is_refused_under_strong(retrained_repo: P
     dvc.lock. Every hash binding holds; only the determinism check can object."""
     repo = retrained_repo
     before = head(repo)
-    other_manifest = json.loads(read(repo, MANIFEST))
-    other_dvc = yaml.safe_load(read(repo, "dvc.lock"))
-    manifest = json.loads(git(repo, "show", f"HEAD:{MANIFEST}"))
     assert json.loads(git(repo, "show", f"HEAD:{LOCK}"))["determinism_class"] == "strong"
-    manifest["adapter"] = other_manifest["adapter"]
-    dvc = yaml.safe_load(git(repo, "show", "HEAD:dvc.lock"))
-    new_out = next(
-        o for o in other_dvc["stages"][f"train@{DOC}"]["outs"] if o["path"] == ADAPTER_OUT
-    )
-    for out in dvc["stages"][f"train@{DOC}"]["outs"]:
-        if out["path"] == ADAPTER_OUT:
-            out.update(new_out)
-    # Stage exactly the crafted pair; the .dlm and lock in the index stay HEAD's.
-    write(repo, MANIFEST, canonical_json(manifest))
-    write(repo, "dvc.lock", yaml.safe_dump(dvc, sort_keys=False))
-    assert set(git(repo, "diff", "--cached", "--name-only").split()) == {MANIFEST, "dvc.lock"}
+    old_root, new_root = stage_other_adapter(repo)
     err = refused(commit(repo), repo, before)
-    old_root = json.loads(git(repo, "show", f"HEAD:{MANIFEST}"))["adapter"]["tensor_root"]
-    new_root = other_manifest["adapter"]["tensor_root"]
     lines = [line for line in err.splitlines() if line.startswith("dlm-git: ERROR")]
     assert lines == [
-        f"dlm-git: ERROR {DOC}: same inputs as HEAD but a different adapter "
+        f"dlm-git: ERROR {DOC}: determinism: same inputs as HEAD but a different adapter "
         f"({old_root[:16]} -> {new_root[:16]}) under the same numerics setup (profile "
         "x86-64-v3, class strong): the training was not reproducible (investigate "
         "nondeterminism: compare `dlm-git doctor` with the lock; see docs/hooks.md)"

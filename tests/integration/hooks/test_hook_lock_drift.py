@@ -51,10 +51,10 @@ def test_lock_drift_error_is_refused(
     err = refused(commit(repo), repo, before)
     lines = [line for line in err.splitlines() if line.startswith("dlm-git: ERROR")]
     assert len(lines) == 2, err
-    drift = [line for line in lines if "lock drift" in line]
-    assert len(drift) == 1 and drift[0].startswith(f"dlm-git: ERROR {DOC}: lock drift: {shown}: ")
+    drift = [line for line in lines if ": lock.drift: " in line]
+    assert len(drift) == 1 and drift[0].startswith(f"dlm-git: ERROR {DOC}: lock.drift: {shown}: ")
     assert "--update-lock" in drift[0] and "supersedes" in drift[0]
-    assert contract in next(line for line in lines if "lock drift" not in line), err
+    assert contract in next(line for line in lines if line not in drift), err
 
 
 def test_lock_edit_without_rebinding_is_refused_twice(repo: Path) -> None:
@@ -63,7 +63,7 @@ def test_lock_edit_without_rebinding_is_refused_twice(repo: Path) -> None:
     lock["base_model_sha256"] = "1" * 64
     write(repo, LOCK, canonical_json(lock))
     err = refused(commit(repo), repo, before)
-    assert "lock drift: base_model_sha256 changed" in err
+    assert "lock.drift: base_model_sha256 changed" in err
     assert "manifest.json does not bind the staged dlm.lock (lock_sha256)" in err
 
 
@@ -94,7 +94,7 @@ def test_supersedes_of_another_lock_does_not_accept(repo: Path) -> None:
     lock["supersedes"] = sha256_bytes(b"some other lock")
     rebind(repo, lock)
     err = refused(commit(repo), repo, before)
-    assert "lock drift: dlm_id changed" in err
+    assert "lock.drift: dlm_id changed" in err
 
 
 def _numpy_drift(repo: Path) -> None:
@@ -108,7 +108,7 @@ def test_warn_drift_commits_and_prints(repo: Path) -> None:
     before = head(repo)
     _numpy_drift(repo)
     err = passed(commit(repo), repo, before)
-    assert f"dlm-git: WARN {DOC}: lock drift: pinned_versions.numpy changed: " in err
+    assert f"dlm-git: WARN {DOC}: lock.drift: pinned_versions.numpy changed: " in err
     assert "-> '0.0.1' (allowed; set DLM_GIT_STRICT=1 to refuse)" in err
     assert "dlm-git: 0 error(s), 1 warning(s) in 1 document(s): ok" in err
 
@@ -123,5 +123,5 @@ def test_strict_mode_refuses_warn_drift(repo: Path, how: str) -> None:
     else:
         proc = commit(repo, DLM_GIT_STRICT="1")
     err = refused(proc, repo, before)
-    assert f"dlm-git: ERROR {DOC}: lock drift: pinned_versions.numpy changed" in err
+    assert f"dlm-git: ERROR {DOC}: lock.drift: pinned_versions.numpy changed" in err
     assert "dlm-git: 1 error(s), 0 warning(s)" in err

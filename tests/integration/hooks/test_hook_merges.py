@@ -63,7 +63,8 @@ def test_stale_merge_is_refused(repo: Path) -> None:
     assert proc.returncode != 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("dlm-git:")]
     assert lines == [
-        f"dlm-git: ERROR {DOC}: {DLM} changed since it was trained (manifest.json is stale)"
+        f"dlm-git: ERROR {DOC}: doc.sha256: {DLM} changed since it was trained"
+        " (manifest.json is stale)"
         " (run `dvc repro` (or `dlm-git train`) and stage the results)",
         "dlm-git: 1 error(s), 0 warning(s) in 1 document(s): merge refused",
     ], proc.stderr

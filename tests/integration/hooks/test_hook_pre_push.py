@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlm_git.hashing import canonical_json
-from tests.support.env import run, subprocess_env
+from tests.support.env import VENV_BIN, run, subprocess_env
 from tests.support.gitrepo import git, head
 from tests.support.hookrepo import DOC, MANIFEST, adapter_md5, cache_path, commit, read, write
 
@@ -93,3 +93,31 @@ def test_pre_push_under_the_pre_commit_framework(repo: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert f"dlm-git: ERROR {DOC}@{bad[:12]}: FAILED" in proc.stderr
+
+
+def test_pre_push_asks_the_dvc_remote_through_its_child(repo: Path, tmp_path: Path) -> None:
+    """The remote check's child asks the default DVC remote (real DVC, a local remote):
+    adapter objects not on it refuse the push until `dvc push`. A remote the child cannot
+    ask (here an unknown URL scheme, DVC raising in the child) is one WARN line naming
+    why, no traceback, and refuses nothing: not knowing is not "missing"."""
+    git(tmp_path, "init", "-q", "--bare", str(tmp_path / "remote.git"))
+    git(repo, "remote", "add", "origin", str(tmp_path / "remote.git"))
+    run([VENV_BIN / "dvc", "remote", "add", "-d", "--local", "store", str(tmp_path / "dvc")], repo)
+    push = ["git", "push", "-q", "origin", "HEAD:main"]
+    proc = run(push, repo, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert f"dlm-git: ERROR {DOC}@{head(repo)[:12]}: " in proc.stderr, proc.stderr
+    assert "adapter object(s) not on DVC remote 'store'" in proc.stderr, proc.stderr
+    run([VENV_BIN / "dvc", "push", "-q"], repo)
+    proc = run(push, repo, check=False)
+    assert proc.returncode == 0 and "dlm-git" not in proc.stderr, proc.stderr
+
+    broken = "[core]\n    remote = broken\n['remote \"broken\"']\n    url = nosuch://b/x\n"
+    (repo / ".dvc" / "config.local").write_text(broken, "utf-8")
+    git(repo, "commit", "-q", "--allow-empty", "--no-verify", "-m", "one more")
+    proc = run(push, repo, check=False)
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("dlm-git")]
+    assert len(said) == 2 and said[-1] == "dlm-git: 0 error(s), 1 warning(s): ok", said
+    assert said[0].startswith("dlm-git: WARN DVC remote: could not be queried: "), said
+    assert "Unsupported URL type nosuch://" in said[0] and "Traceback" not in proc.stderr

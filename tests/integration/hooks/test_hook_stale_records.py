@@ -43,7 +43,8 @@ def test_edited_dlm_committed_without_retraining_is_refused(repo: Path) -> None:
     write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")))
     err = refused(commit(repo), repo, before)
     assert (
-        f"dlm-git: ERROR {DOC}: {DLM} changed since it was trained (manifest.json is stale) "
+        f"dlm-git: ERROR {DOC}: doc.sha256: {DLM} changed since it was trained"
+        " (manifest.json is stale) "
         "(run `dvc repro` (or `dlm-git train`) and stage the results)"
     ) in err
     assert "dlm-git: 1 error(s), 0 warning(s) in 1 document(s): commit refused" in err
@@ -73,7 +74,8 @@ def test_source_file_edit_without_retraining_is_refused(repo: Path) -> None:
         fh.write("A new fact the adapter never saw.\n")
     err = refused(commit(repo, SOURCE), repo, before)  # `git commit <path>`
     assert (
-        f"dlm-git: ERROR {DOC}: staged sources differ from those manifest.json was trained on"
+        f"dlm-git: ERROR {DOC}: sources.root: staged sources differ from those manifest.json"
+        " was trained on"
     ) in err
 
 
