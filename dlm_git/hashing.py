@@ -306,6 +306,8 @@ class _TensorFeed:
     """The per-tensor digests, fed the data buffer in order. The tensors (offset order)
     cover it exactly (`open_header` checked that), so each byte goes to exactly one."""
 
+    __slots__ = ("_current", "_done", "_idx", "_remaining", "_specs")
+
     def __init__(self, specs: Sequence[TensorSpec]) -> None:
         self._specs = specs
         self._idx = 0  # index into specs of the tensor being filled

@@ -161,13 +161,15 @@ def _parse_headed(
 ) -> list[Section]:
     """Split a block into groups of parts, each introduced by `headers` in order."""
     groups = _HeadedGroups(path, kind, headers, adapter)
-    on_header, on_text = groups.header, groups.text  # bound once: this loop is per line
+    part: list[_Line] | None = None  # where text lines go; None before the first header
     for line in block:
         header = line.text.rstrip() if not line.in_code else None
         if header in headers:
-            on_header(line, headers.index(header))
-        else:
-            on_text(line)
+            part = groups.header(line, headers.index(header))
+        elif part is not None:
+            part.append(line)
+        elif line.text.strip():  # only blank lines before the first header
+            raise groups.text_before_first(line)
     return groups.end(fence_line)
 
 
@@ -185,8 +187,9 @@ class _HeadedGroups:
     def _error(self, message: str, line: int, hint: str | None = None) -> BodyError:
         return BodyError(self.path, message, line=line, col=1, hint=hint)
 
-    def header(self, line: _Line, index: int) -> None:
-        """`headers[index]` on `line`: it starts the next part (and group) or is out of order."""
+    def header(self, line: _Line, index: int) -> list[_Line]:
+        """`headers[index]` on `line`: it starts the next part (and group), returned to
+        be filled, or is out of order."""
         headers = self.headers
         if index == 0 and self.expected == len(headers):
             self._finish()
@@ -198,21 +201,19 @@ class _HeadedGroups:
                 line.number,
                 f"each group is {' / '.join(headers)} in order",
             )
-        self.parts.append([])
+        part: list[_Line] = []
+        self.parts.append(part)
         self.header_lines.append(line.number)
         self.expected = index + 1
+        return part
 
-    def text(self, line: _Line) -> None:
-        """A line that is no header: part of the current part; only blank before the first."""
-        if self.parts:
-            self.parts[-1].append(line)
-        elif line.text.strip():
-            first = self.headers[0]
-            raise self._error(
-                f"text before the first '{first}' in ::{self.kind}:: section",
-                line.number,
-                f"start the section with '{first}' or move the text above the fence",
-            )
+    def text_before_first(self, line: _Line) -> BodyError:
+        first = self.headers[0]
+        return self._error(
+            f"text before the first '{first}' in ::{self.kind}:: section",
+            line.number,
+            f"start the section with '{first}' or move the text above the fence",
+        )
 
     def end(self, fence_line: int) -> list[Section]:
         """The sections, once the block ended: the last group must be complete."""

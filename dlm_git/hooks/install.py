@@ -7,6 +7,9 @@ Invariants:
   `<hook>.dlm-git-chained` and our shim runs it first, with the same arguments and stdin;
   if it fails, the commit or push fails with its exit code.
 - Idempotent: installing twice changes nothing; uninstalling restores the chained hook.
+- The hook runs the dlm-git it was installed with, never a `dlm_git/` in the work tree
+  (the commit's bytes, and git's working directory for hooks): `PYTHONSAFEPATH=1` keeps
+  the working directory off the import path. An older shim says `updated` on reinstall.
 """
 
 from __future__ import annotations
@@ -37,12 +40,14 @@ py={python}
 PRE_COMMIT_BODY = """if [ -x "$here/{hook}{chained}" ]; then
   "$here/{hook}{chained}" "$@" || exit $?
 fi
+export PYTHONSAFEPATH=1  # the work tree (the commit's bytes) is not on the import path
 exec "$py" -m dlm_git.hooks.{module} "$@\""""
 
 PRE_PUSH_BODY = """input=$(cat)
 if [ -x "$here/pre-push{chained}" ]; then
   printf '%s\\n' "$input" | "$here/pre-push{chained}" "$@" || exit $?
 fi
+export PYTHONSAFEPATH=1  # the work tree (the commit's bytes) is not on the import path
 printf '%s\\n' "$input" | exec "$py" -m dlm_git.hooks.pre_push "$@\""""
 
 

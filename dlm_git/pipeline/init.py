@@ -208,7 +208,7 @@ def dvc_init(root: Path, result: InitResult) -> None:
     if (root / ".dvc").is_dir():
         return
     proc = subprocess.run(
-        [sys.executable, "-m", "dvc", "init", "-q"], cwd=root, capture_output=True, text=True
+        [sys.executable, "-P", "-m", "dvc", "init", "-q"], cwd=root, capture_output=True, text=True
     )
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()

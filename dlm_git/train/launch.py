@@ -228,7 +228,7 @@ def _launch(job_dir: Path, nproc: int) -> None:
     )
     try:
         with _agent_scope():
-            elastic_launch(config, sys.executable)("-m", "dlm_git.train.rank", str(job_dir))
+            elastic_launch(config, sys.executable)("-P", "-m", "dlm_git.train.rank", str(job_dir))
     except ChildFailedError as exc:
         raise _failure(exc.failures, job_dir, nproc) from None
     except SignalException as exc:  # the launcher itself was told to stop

@@ -145,3 +145,29 @@ def test_ours_after_dvc_install_chains_dvcs_hook(repo: Path) -> None:
     before = head(repo)
     write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")))
     refused(commit(repo), repo, before)
+
+
+PLANTED = """import pathlib
+pathlib.Path({marker!r}).write_text("planted dlm_git ran")
+"""
+
+
+def test_a_dlm_git_package_in_the_work_tree_never_runs_in_the_hooks(
+    repo: Path, tmp_path: Path
+) -> None:
+    """git runs hooks in the work tree's root, which holds the commit's bytes: a committed
+    `dlm_git/` there must not replace the installed dlm-git (`python -m` would put the
+    working directory first on the import path)."""
+    marker = tmp_path / "planted"
+    (repo / "dlm_git").mkdir()
+    write(repo, "dlm_git/__init__.py", PLANTED.format(marker=str(marker)))
+    before = head(repo)
+    write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")))
+    proc = refused(commit(repo), repo, before)
+    assert "doc.sha256" in proc  # the installed dlm-git judged the commit
+    hooks = repo / ".git" / "hooks"
+    push = run(
+        [str(hooks / "pre-push"), "origin", str(tmp_path / "remote")], repo, check=False, input=""
+    )
+    assert push.returncode == 0, push.stderr
+    assert not marker.exists()
