@@ -23,6 +23,7 @@ from dlm_git.commands import doctor as doctor_cmd
 from dlm_git.commands import fsck as fsck_cmd
 from dlm_git.commands import init as init_cmd
 from dlm_git.commands import log as log_cmd
+from dlm_git.commands import new as new_cmd
 from dlm_git.commands import show as show_cmd
 from dlm_git.commands import sign as sign_cmd
 from dlm_git.commands import tokenize as tokenize_cmd
@@ -71,6 +72,7 @@ app.command("fsck")(fsck_cmd.fsck)
 app.command("diff")(diff_cmd.diff)
 app.command("log")(log_cmd.log)
 app.command("init")(init_cmd.init)
+app.command("new")(new_cmd.new)
 app.command("sign")(sign_cmd.sign)
 app.command("keygen")(sign_cmd.keygen)
 

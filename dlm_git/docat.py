@@ -158,13 +158,15 @@ class DocAt:
     def materialize(self, dest: Path) -> tuple[Path, Path] | None:
         """(the `.dlm`'s path, the repository root) of a tree holding this document's
         inputs: written under `dest` for the index and a commit, the work tree itself for
-        the work tree; None without a single `.dlm`."""
+        the work tree; None without a single `.dlm`. params.yaml comes too: its
+        `docs.<doc>` settings are inputs of the training (`dlm_git.train.doc_params`)."""
         if self.dlm_name is None:
             return None
         if self.tree.where is Rev.WORKTREE:
             return self.tree.root / self.dlm_name, self.tree.root
         (dest / ".git").mkdir(parents=True, exist_ok=True)  # marks the repository root
-        self.tree.materialize([self.rel, *self.source_dirs], dest)
+        params = [PARAMS_NAME] if PARAMS_NAME in self.tree.entries else []
+        self.tree.materialize([self.rel, *self.source_dirs, *params], dest)
         return dest / self.dlm_name, dest
 
     def adapter(self, dest: Path) -> AdapterAt | str:

@@ -13,7 +13,7 @@ pipeline, the hooks and `verify` always agree on them.
     <doc dir>/base.json       the resolved base's identity (git; the pipeline's dependency
                               on the base, so that swapping the base reruns training)
     <doc dir>/adapter/        the LoRA adapter (DVC-cached, gitignored):
-              adapter_model.safetensors, adapter_config.json
+              adapter_model.safetensors, adapter_config.json, README.md (the card)
     <doc dir>/tokens/         tokenized rows (DVC-cached, gitignored)
     <doc dir>/segments/       segment boundary snapshots (DVC-cached, gitignored)
     <doc dir>/run.json        wall times and throughput of the last run (gitignored)
@@ -34,8 +34,12 @@ VERIFY_NAME = "verify.json"
 ADAPTER_DIR = "adapter"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_FILES = (ADAPTER_WEIGHTS, ADAPTER_CONFIG)
-"""The files of `adapter/` (PEFT's names; training keeps these two and nothing else)."""
+ADAPTER_CARD = "README.md"
+ADAPTER_FILES = (ADAPTER_WEIGHTS, ADAPTER_CONFIG, ADAPTER_CARD)
+"""The files of `adapter/` (PEFT's and the Hub's names; training writes these three and
+nothing else). Records written before the card hold the first two only
+(`LEGACY_ADAPTER_FILES`): the manifest says which files an adapter has."""
+LEGACY_ADAPTER_FILES = (ADAPTER_WEIGHTS, ADAPTER_CONFIG)
 TOKENS_DIR = "tokens"
 SEGMENTS_DIR = "segments"
 RUN_RECORD_NAME = "run.json"

@@ -11,9 +11,12 @@ Invariants:
   `.git.`, `.git `, `.git::$INDEX_ALLOCATION`).
 - Git itself refuses to add or check out those `.git` components (core.protectNTFS is on
   by default everywhere since git 2.24.1), so no honest commit holds one. A backslash and
-  a leading `C:` are names to git on POSIX: training takes no source whose path the rule
-  refuses (`doc/walk.py` skips it with the reason), so no commit dlm-git makes
-  records one.
+  a leading `C:` are names to git on POSIX: training refuses them where dlm-git would
+  record them, in a directive's own repository path (`doc/sources.py` refuses the
+  directive, one line naming it) and in a file's name under it (`doc/walk.py` skips the
+  file with the reason), so no commit today's dlm-git makes records one. A record an
+  older dlm-git made with such a name is judged CANNOT_VERIFY naming it (its files
+  cannot be written out of the commit, so nothing is compared), never FAILED.
 - Control characters other than NUL are names, and so are `...` and ` `: POSIX file
   systems, git and DVC carry them, documents take such files as sources
   (`tests/hostile`), and every place that shows a name escapes it (`dlm_git.output`).

@@ -97,19 +97,28 @@ class ResolvedBase:
 
 
 def hf_cache_root() -> Path:
+    return hf_cache_setting()[0]
+
+
+def hf_cache_setting() -> tuple[Path, str]:
+    """The Hugging Face cache root and the setting it came from (for messages)."""
     if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
+        return Path(os.environ["HF_HUB_CACHE"]), "HF_HUB_CACHE"
     if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "hub"
-    return Path.home() / ".cache" / "huggingface" / "hub"
+        return Path(os.environ["HF_HOME"]) / "hub", "HF_HOME/hub"
+    default = Path.home() / ".cache" / "huggingface" / "hub"
+    return default, "the default (neither HF_HUB_CACHE nor HF_HOME is set)"
 
 
 def _hf_repo_dir(repo_id: str) -> Path:
     return hf_cache_root() / ("models--" + repo_id.replace("/", "--"))
 
 
-def locate_base(value: str, doc_dir: Path, repo_root: Path | None = None) -> LocatedBase:
-    spec = parse_base_spec(value)
+def locate_base(
+    value: str, doc_dir: Path, repo_root: Path | None = None, where: str = "base_model"
+) -> LocatedBase:
+    """Where `value`'s weights are; `where` names the value in errors (`path:line:col`)."""
+    spec = parse_base_spec(value, where)
     if spec.kind == "builtin":
         try:
             path = tiny_dir()
@@ -156,11 +165,13 @@ def resolve_base(
     repo_root: Path | None = None,
     tiny_dir: Path | None = None,
     local_dir: Path | None = None,
+    where: str = "base_model",
 ) -> ResolvedBase:
     """The base `value` names. `tiny_dir`: the built builtin:tiny to use; `local_dir`: the
     directory a local-directory base is at (a replay trains in a temp tree, while the
-    base, never part of the commit, stays beside the real work tree)."""
-    located = locate_base(value, doc_dir, repo_root)
+    base, never part of the commit, stays beside the real work tree); `where`: the
+    subject of an error about the value (a document's `path:line:col`)."""
+    located = locate_base(value, doc_dir, repo_root, where)
     spec = located.spec
     if spec.kind == "builtin" and tiny_dir is not None:
         check_tiny_dir(tiny_dir)
@@ -170,7 +181,7 @@ def resolve_base(
     elif spec.kind == "builtin":
         path = ensure_tiny_base()
     elif not located.available or located.path is None:
-        raise BaseNotAvailableError("base_model", _missing_message(located), _fetch_hint(located))
+        raise BaseNotAvailableError(where, _missing_message(located), _fetch_hint(located))
     else:
         path = located.path
     weight_files(path)  # a base without safetensors weights is refused now, not at first use
@@ -184,12 +195,22 @@ def _missing_message(located: LocatedBase) -> str:
 def _fetch_hint(located: LocatedBase) -> str:
     spec = located.spec
     if spec.kind == "hf":
-        rev = located.revision or "<revision>"
         return (
-            f"on a machine with network run `hf download {spec.name} --revision {rev}` "
-            "and copy the cache here, or point base_model at a local directory"
+            f"on a machine with network run `{_download_command(located)}` and copy the "
+            "cache here (or set HF_HUB_CACHE to a cache that has it), or point base_model "
+            "at a local directory"
         )
     return "fix the path (relative to the document's directory or the repository root)"
+
+
+def _download_command(located: LocatedBase) -> str:
+    """The download that fits the spec's form: an `hf:` spec and a pinned registry key name
+    their revision; an unpinned registry key takes the cache's `refs/main`, so no revision."""
+    spec = located.spec
+    revision = spec.revision or located.revision
+    if revision is None:
+        return f"hf download {spec.name}"
+    return f"hf download {spec.name} --revision {revision}"
 
 
 def weight_files(path: Path) -> list[Path]:

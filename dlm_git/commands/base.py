@@ -1,4 +1,5 @@
-"""`dlm-git base build|show`: the built-in tiny base as a pipeline output, and base identity."""
+"""`dlm-git base build|list|resolve|show`: build a base (builtin:tiny, or a published
+architecture with random weights) offline, and resolve and show any base's identity."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.output import echo, emit_json
 
 base_app = typer.Typer(
-    help="Build the built-in tiny base or show a base's identity.",
+    help=(
+        "Bases: build one offline (builtin:tiny, or a published architecture such as"
+        " smollm2-135m, with random weights: `base list`), and"
+        " resolve or show the identity of any base (builtin:tiny, hf:<org>/<name>@<rev>,"
+        " a registry key, a local directory)."
+    ),
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -19,7 +25,7 @@ base_app = typer.Typer(
 @base_app.command("build")
 def build(
     name: str = typer.Argument(
-        "tiny", metavar="[NAME]", help="tiny (default) or an architecture from `base list`."
+        "tiny", metavar="NAME", help="tiny (default) or an architecture from `base list`."
     ),
     out: Path = typer.Option(None, "--out", help="Directory to build the base into."),
     hf_cache: Path = typer.Option(
@@ -93,7 +99,7 @@ def _pin_numerics() -> None:
 @base_app.command("list")
 def list_families(as_json: bool = typer.Option(False, "--json", help="Machine-readable.")) -> None:
     """The architectures `base build` makes, with their published shapes."""
-    from dlm_git.base.build import FAMILIES
+    from dlm_git.base.families import FAMILIES
 
     rows = [
         {
@@ -113,7 +119,7 @@ def list_families(as_json: bool = typer.Option(False, "--json", help="Machine-re
         return
     for r in rows:
         echo(
-            f"{r['name']:<14}{r['model_type']:<10}{r['layers']:>3} layers"
+            f"{r['name']:<20}{r['model_type']:<10}{r['layers']:>3} layers"
             f"  hidden {r['hidden_size']:<5} vocab {r['vocab_size']:<7} {r['source']}"
         )
 
@@ -135,9 +141,10 @@ def resolve(
 
     loaded = load_document(doc)
     spec = loaded.doc.frontmatter.base_model
-    if parse_base_spec(spec).kind == "builtin" and tiny_dir is not None:
+    where = loaded.base_model_at
+    if parse_base_spec(spec, where).kind == "builtin" and tiny_dir is not None:
         _build_tiny(tiny_dir)
-    resolved = resolve_base(spec, loaded.doc.directory, loaded.repo_root, tiny_dir)
+    resolved = resolve_base(spec, loaded.doc.directory, loaded.repo_root, tiny_dir, where=where)
     ident = resolved.identity
     record = canonical_json(
         {

@@ -13,14 +13,15 @@ from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
     from dlm_git.history.diff import DocDiff, TrainingDiff
+    from dlm_git.history.tensors import GroupDelta
 
 TOP_TENSORS = 8
 TOP_GROUPS = 6
 
 
 def diff(
-    a: str = typer.Argument(None, metavar="[A]", help="A commit (default: HEAD)."),
-    b: str = typer.Argument(None, metavar="[B]", help="A commit (default: the work tree)."),
+    a: str = typer.Argument(None, metavar="A", help="A commit (default: HEAD)."),
+    b: str = typer.Argument(None, metavar="B", help="A commit (default: the work tree)."),
     doc: Path = typer.Option(None, "--doc", help="Only this document (file or directory)."),
     fetch: bool = typer.Option(
         False, "--fetch", help="Fetch adapters the DVC cache lacks from this work tree's remote."
@@ -109,12 +110,23 @@ def _adapter(d: DocDiff) -> list[str]:
     out += [f"    - {short_name(n)}" for n in delta.removed]
     out += [f"    shape changed: {short_name(n)}" for n in delta.reshaped]
     if delta.modules:
-        shown = ", ".join(f"{g.group} {_num(g.rel_l2)}" for g in delta.modules[:TOP_GROUPS])
-        out.append(f"  by module  {shown}")
+        out.append(f"  by module  {_groups(delta.modules, '')}  (rel L2 of dW = alpha/r * B @ A)")
     if len(delta.layers) > 1:
-        shown = ", ".join(f"layer {g.group} {_num(g.rel_l2)}" for g in delta.layers[:TOP_GROUPS])
-        out.append(f"  by layer   {shown}")
+        out.append(f"  by layer   {_groups(delta.layers, 'layer ')}")
+    reasons = sorted({n.reason for n in delta.not_comparable})
+    if reasons:
+        n = len(delta.not_comparable)
+        out.append(f"  not comparable  {n} module(s): {'; '.join(reasons[:3])}")
     return out
+
+
+def _groups(groups: list[GroupDelta], prefix: str) -> str:
+    """`q_proj 6.000e-01, ...`: a group's ΔW change, or "not comparable" (never a number
+    made up for it)."""
+    return ", ".join(
+        f"{prefix}{g.group} {'not comparable' if g.rel_l2 is None else _num(g.rel_l2)}"
+        for g in groups[:TOP_GROUPS]
+    )
 
 
 def _training(d: DocDiff) -> list[str]:

@@ -22,6 +22,8 @@ def init(
     result = run_init(Path.cwd(), doc, install_hooks=not no_hooks, sign=sign)
     for warning in result.warnings:
         echo(f"warning: {warning}", err=True)
+    for note in result.notes:
+        echo(f"dlm-git init: {note}")
     if not result.changes:
         echo("dlm-git init: nothing to do, already set up")
         return

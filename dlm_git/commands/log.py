@@ -11,7 +11,7 @@ import typer
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
-    from dlm_git.history.log import LogEntry
+    from dlm_git.history.log import Lineage, LogEntry
 
 
 def log(
@@ -36,14 +36,16 @@ def log(
         raise UsageError("log", "no commits yet", "commit a trained document first")
     docs = [doc_rel(root, doc, "log")] if doc is not None else _documents(root, head)
     lineages = {d: lineage(root, head, d, max_count) for d in docs}
-    if doc is not None and not lineages[docs[0]]:
+    if doc is not None and not lineages[docs[0]].total:
         raise UsageError("log", f"{doc}: no records of this document in HEAD's history")
     if as_json:
         emit_json({"schema": "dlm-git.log/1", "head": head, "documents": _json(lineages)})
         return
-    for name, entries in lineages.items():
-        echo(f"{name}: {len(entries)} record change(s)")
-        for entry in entries:
+    for name, found in lineages.items():
+        shown = len(found.entries)
+        window = f", the newest {shown} shown" if shown < found.total else ""
+        echo(f"{name}: {found.total} record change(s){window}")
+        for entry in found.entries:
             for line in render(entry):
                 echo(line)
 
@@ -99,9 +101,10 @@ def _utc(seconds: int, fmt: str) -> str:
         return "?"
 
 
-def _json(lineages: dict[str, list[LogEntry]]) -> list[dict[str, Any]]:
+def _json(lineages: dict[str, Lineage]) -> list[dict[str, Any]]:
     return [
-        {"doc": doc, "entries": [_entry(e) for e in entries]} for doc, entries in lineages.items()
+        {"doc": doc, "total": found.total, "entries": [_entry(e) for e in found.entries]}
+        for doc, found in lineages.items()
     ]
 
 

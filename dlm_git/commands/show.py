@@ -32,7 +32,9 @@ def show_report(loaded: LoadedDocument) -> dict[str, Any]:
     from dlm_git.base.resolve import locate_base
 
     d = loaded.doc
-    located = locate_base(d.frontmatter.base_model, d.directory, loaded.repo_root)
+    located = locate_base(
+        d.frontmatter.base_model, d.directory, loaded.repo_root, loaded.base_model_at
+    )
     from dlm_git.commands.cache import cache_summary, index_at
 
     rows = loaded.rows

@@ -16,7 +16,10 @@ KEY_CONFIG = "dlm-git.signingKey"
 
 def sign(
     doc: list[Path] = typer.Option(
-        None, "--doc", help="A document (file or directory); repeatable. Default: params.yaml's."
+        None,
+        "--doc",
+        metavar="<path>",
+        help="A document (file or directory); repeatable. Default: params.yaml's.",
     ),
     key: Path = typer.Option(
         None,

@@ -20,11 +20,16 @@ def tokenize(
     """Tokenize DOC's rows (through the token cache) into DOC's tokens/ directory."""
     from dlm_git.base.resolve import resolve_base
     from dlm_git.doc.load import load_document
+    from dlm_git.train.doc_params import doc_key, read_doc_params, with_params
     from dlm_git.train.pipeline import tokenize_document, write_tokens
 
     loaded = load_document(doc)
+    # the settings train reads (`sequence_len`...): tokens/ holds the stream it trains on
+    loaded = with_params(loaded, read_doc_params(loaded.repo_root, doc_key(loaded)).training)
     fm = loaded.doc.frontmatter
-    resolved = resolve_base(fm.base_model, loaded.doc.directory, loaded.repo_root, tiny_dir)
+    resolved = resolve_base(
+        fm.base_model, loaded.doc.directory, loaded.repo_root, tiny_dir, where=loaded.base_model_at
+    )
     result = tokenize_document(
         loaded, resolved, use_cache=not no_cache and fm.training.cache.enabled
     )

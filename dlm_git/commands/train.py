@@ -1,7 +1,12 @@
-"""`dlm-git train DOC [--strict-lock | --update-lock | --ignore-lock] [--no-cache]`.
+"""`dlm-git train DOC [--strict-lock | --update-lock | --ignore-lock] [--no-cache]
+[--max-steps N] [--quiet] [--no-progress]`.
 
 Invariant: the command line is checked here (misuse exits 2 before anything is read);
-the training is `dlm_git.train.run.run_train`'s. The `--json` output is for users and
+the training is `dlm_git.train.run.run_train`'s. stdout holds the summary (none with
+`--quiet`, JSON with `--json`); the plan and progress go to stderr, on a terminal only
+and not with `--no-progress` (`dlm_git.train.progress`): `--quiet` does not hide them,
+since the pipeline's stage command passes it and a terminal under `dvc repro` should
+see a long training move. The `--json` output is for users and
 documented; no dlm-git process reads it (children answer through
 `dlm_git.childproc`).
 """
@@ -30,6 +35,7 @@ LOCK_MODES: dict[str, LockMode] = {
     "update": "update",
     "ignore": "ignore",
 }
+LOCK_NOT_WRITTEN = "lock not written (--ignore-lock)"
 
 
 _Doc = Annotated[Path, typer.Argument(metavar="DOC", help="The .dlm file, or its directory.")]
@@ -84,7 +90,30 @@ _BaseDir = Annotated[
 _LockMode = Annotated[
     str, typer.Option("--lock-mode", help="default, strict, update or ignore (same as the flags).")
 ]
-_Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+_Quiet = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="No summary on stdout (errors, warnings and an unwritten lock are still said).",
+    ),
+]
+_NoProgress = Annotated[
+    bool,
+    typer.Option(
+        "--no-progress",
+        help="No plan line or progress on stderr (shown only when stderr is a terminal).",
+    ),
+]
+_MaxSteps = Annotated[
+    int | None,
+    typer.Option(
+        "--max-steps",
+        metavar="N",
+        help="Stop after N optimizer steps (a smoke run; recorded in the manifest and"
+        " dlm.lock, so its adapter is its own, and verify replays it with the same N).",
+    ),
+]
 _AsJson = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
 
 
@@ -104,6 +133,8 @@ def train(
     base_dir: _BaseDir = None,
     lock_mode: _LockMode = "",
     quiet: _Quiet = False,
+    no_progress: _NoProgress = False,
+    max_steps: _MaxSteps = None,
     as_json: _AsJson = False,
 ) -> None:
     """Train the document's LoRA adapter deterministically; write dlm.lock and manifest.json."""
@@ -112,24 +143,28 @@ def train(
 
     mode = _lock_mode(strict_lock, update_lock, ignore_lock, lock_mode)
     _check_options(device, segment_every, nproc, numerics)
+    _check_max_steps(max_steps)
     options = TrainOptions(
         lock_mode=mode,
         use_cache=not no_cache,
         device=device,
         threads=threads,
         accept_license=accept_license,
-        quiet=quiet or as_json,
+        quiet=no_progress,
         tiny_dir=tiny_dir,
         base_dir=base_dir,
         numerics=numerics,
         segment_every=segment_every,
         nproc=nproc,
+        max_steps=max_steps,
     )
     outcome = run_train(doc, options)
     if as_json:
         emit_json(_as_json(outcome))
-        return
-    _echo_outcome(outcome)
+    elif not quiet:
+        _echo_outcome(outcome)
+    elif not outcome.lock_written:  # quiet: only what the records do not show
+        echo(f"{outcome.doc_path}: {LOCK_NOT_WRITTEN}")
 
 
 def _lock_mode(strict: bool, update: bool, ignore: bool, named: str) -> LockMode:
@@ -169,6 +204,14 @@ def _check_options(
         from dlm_git.numerics.table import profile_named
 
         profile_named(numerics)
+
+
+def _check_max_steps(max_steps: int | None) -> None:
+    from dlm_git.train.smoke import max_steps_problem
+
+    problem = None if max_steps is None else max_steps_problem(max_steps)
+    if problem is not None:
+        raise UsageError("train", f"--max-steps {problem}")
 
 
 def _as_json(outcome: TrainOutcome) -> dict[str, Any]:
@@ -215,7 +258,7 @@ def _echo_outcome(outcome: TrainOutcome) -> None:
             "not trained on (SFT only)"
         )
     if not outcome.lock_written:
-        echo("  lock             not written (--ignore-lock)")
+        echo(f"  lock             {LOCK_NOT_WRITTEN}")
     run = outcome.run_record
     echo(f"  wall             {run['wall_seconds']} s ({run['tokens_per_second']} tok/s)")
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 LEVELS = ("hash", "replay", "segments")
 
 
-_Commit = Annotated[str, typer.Argument(metavar="[COMMIT]", help="The commit to verify.")]
+_Commit = Annotated[str, typer.Argument(metavar="COMMIT", help="The commit to verify.")]
 _Doc = Annotated[Path | None, typer.Option("--doc", help="Only this document (file or directory).")]
 _Level = Annotated[str, typer.Option("--level", help="hash, replay or segments.")]
 _Worktree = Annotated[

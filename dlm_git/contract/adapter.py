@@ -127,9 +127,11 @@ def structure_check(
     adapter: AdapterAt | None,
     base_dir: Path | None,
     bases: BaseReads | None = None,
+    base_missing: str | None = None,
 ) -> None:
     """`adapter.structure`: every lora_A/lora_B pair is shaped by r and a targeted linear
-    module of the base. `bases`: the run's reads of its bases (else the base is read here)."""
+    module of the base. `bases`: the run's reads of its bases (else the base is read here);
+    `base_missing`: why `base_dir` is None (where it was looked for)."""
 
     def structure() -> str:
         if adapter is None:
@@ -141,6 +143,8 @@ def structure_check(
             raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
         header, _ = read_safetensors_header(weights)
         shapes = (bases or BaseReads()).linear_shapes(base_dir) if base_dir is not None else None
+        if base_dir is None and base_missing is not None:
+            raise CheckAbsent(f"cannot check LoRA shapes: {base_missing}")
         if shapes is None:
             raise CheckAbsent("base weights not available to check LoRA shapes against")
         pairs = sum(_lora_pair(name, info, rank, targets, shapes) for name, info in header.items())
@@ -246,15 +250,20 @@ class BaseReads:
 
 
 def base_check(
-    checks: Checks, manifest: dict[str, Any], base_dir: Path | None, bases: BaseReads | None = None
+    checks: Checks,
+    manifest: dict[str, Any],
+    base_dir: Path | None,
+    bases: BaseReads | None = None,
+    base_missing: str | None = None,
 ) -> None:
     """`base.identity`: the base on this machine is the one the manifest records (tensor
-    root, tokenizer, config). `bases`: the run's reads of its bases (else read here)."""
+    root, tokenizer, config). `bases`: the run's reads of its bases (else read here);
+    `base_missing`: why `base_dir` is None (where it was looked for)."""
     base = manifest["base"]
 
     def identity() -> str:
         if base_dir is None:
-            raise CheckAbsent(f"base {base['spec']} is not available here")
+            raise CheckAbsent(base_missing or f"base {base['spec']} is not available here")
         ident = (bases or BaseReads()).identity(base_dir, base["revision"])
         expect_equal("base tensor root", base["tensor_root"], ident.tensor_root)
         expect_equal("base tokenizer sha256", manifest["tokenizer_sha256"], ident.tokenizer_sha256)

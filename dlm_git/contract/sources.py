@@ -2,7 +2,7 @@
 its sections re-derived, against what `manifest.json` records.
 
 Invariants:
-- One rule compares a record with a re-expansion: `doc.sources.compare_sources`, on the
+- One rule compares a record with a re-expansion: `doc.compare.compare_sources`, on the
   document as its revision holds it (materialized by `DocAt.materialize`; the work tree
   in place). Sources outside the repository are read only in the work tree (this
   machine's files are its inputs); a commit or the index holds no copy of them, so
@@ -10,7 +10,11 @@ Invariants:
   the record's own root are still compared and a difference there fails.
 - A recorded file whose name under its directive's root today's path rule refuses (an
   older dlm-git took it; `doc.walk.recorded_refusal`) cannot be read either: absent,
-  naming it with the rule's reason, never a difference (nothing was compared).
+  naming it with the rule's reason, never a difference (nothing was compared). So is a
+  directive whose own repository path the rule refuses (an older dlm-git trained on it;
+  no commit's copy can be written out): it is named and not read
+  (`expand_sources(checking=True)`), its recorded files are not compared, and every
+  other directive and document is judged as usual.
 - The document parser (pydantic) is imported only when sources are re-expanded; the
   commit-time shortcuts (`outside_absent`, `sections_from_head`) import nothing heavy.
 """
@@ -28,7 +32,7 @@ from dlm_git.errors import DlmGitError
 from dlm_git.layout import MANIFEST_NAME
 
 if TYPE_CHECKING:
-    from dlm_git.doc.sources import SourcesComparison
+    from dlm_git.doc.compare import SourcesComparison
 
 
 def recorded_files(manifest: dict[str, Any]) -> list[tuple[str, str, int]]:
@@ -38,8 +42,9 @@ def recorded_files(manifest: dict[str, Any]) -> list[tuple[str, str, int]]:
 def sources_checks(checks: Checks, doc: DocAt, manifest: dict[str, Any], work: Path) -> None:
     """Re-expand `doc`'s sources (written under `work` unless it is the work tree's) and
     compare them and its sections with manifest `manifest`."""
+    from dlm_git.doc.compare import compare_sources
     from dlm_git.doc.parser import parse_document
-    from dlm_git.doc.sources import Outside, compare_sources, expand_sources
+    from dlm_git.doc.sources import Outside, expand_sources
 
     placed = doc.materialize(work)
     if placed is None:
@@ -51,7 +56,7 @@ def sources_checks(checks: Checks, doc: DocAt, manifest: dict[str, Any], work: P
     try:
         parsed = parse_document(dlm_path)
         found = compare_sources(
-            parsed, expand_sources(parsed, root, outside), recorded_files(manifest)
+            parsed, expand_sources(parsed, root, outside, checking=True), recorded_files(manifest)
         )
     except DlmGitError as exc:
         text = exc.one_line().replace(f"{work}/", f"{doc.tree.label}:")
@@ -69,7 +74,7 @@ def _root(doc: DocAt, manifest: dict[str, Any], found: SourcesComparison) -> str
     if found.differs:
         raise CheckFailed(
             f"{kind_word(doc)}sources differ from those {MANIFEST_NAME} was trained on"
-            f" ({found.describe()})"
+            f" ({found.describe(doc.rel)})"
         )
     root = sources_record(recorded).merkle_root
     expect_equal(
@@ -79,7 +84,8 @@ def _root(doc: DocAt, manifest: dict[str, Any], found: SourcesComparison) -> str
     unchecked = _unchecked(found)
     if unchecked:
         n = found.compared
-        match = f"the other {n} match" if found.refused else f"the {n} inside it match"
+        other = found.refused or found.refused_directives
+        match = f"the other {n} match" if other else f"the {n} inside it match"
         raise CheckAbsent(f"{unchecked}; {match}{old}")
     return f"{len(recorded)} files, root {root[:16]}{old}"
 
@@ -98,6 +104,12 @@ def _unchecked(found: SourcesComparison) -> str:
             f"{len(found.refused)} recorded files have names this dlm-git's path rule refuses"
             f" ({named}) and were not checked (rename them and train again)"
         )
+    parts.extend(
+        f"training.sources path '{d.path}' {d.reason}, a name this dlm-git's path rule"
+        f" refuses: its files cannot be read out of a commit, and the {d.files} recorded"
+        " under it were not checked (rename the directory and train again)"
+        for d in found.refused_directives
+    )
     return "; ".join(parts)
 
 

@@ -21,7 +21,21 @@ from typing import NamedTuple
 from dlm_git.contract.outcome import Check, Outcome
 from dlm_git.severity import Severity
 
-RETRAIN = "run `dvc repro` (or `dlm-git train`) and stage the results"
+RETRAIN = "retrain and stage the results"
+"""The default fix: a hook says how with `retrain_fix`, by whether the repository has a
+DVC pipeline."""
+
+
+def retrain_fix(doc: str, pipeline: bool) -> str:
+    """How document `doc`'s records are brought up to date: in a DVC project `dvc repro`,
+    or `dvc commit` after a training by hand (it records the outputs dvc.lock lacks; a
+    training by hand alone leaves dvc.lock behind); without one, `dlm-git train`."""
+    if pipeline:
+        return (
+            "run `dvc repro`, or `dvc commit` after a `dlm-git train` by hand,"
+            " and stage the results"
+        )
+    return f"run `dlm-git train {doc}` and stage the results"
 
 
 class Runs(Flag):
@@ -55,6 +69,17 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         "the document and params.yaml `documents:`"
         " agree: a listed directory holds a `.dlm`; a document with records is listed",
+    ),
+    Rule(
+        "docset.dlm_id",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "no two `.dlm` files of the tree (each alone in its directory, listed or not) share"
+        " a `dlm_id` (the original tool's store is keyed by it); the hook compares when a"
+        " `.dlm` is staged",
+        "give one of them a fresh dlm_id (a ULID: `dlm-git new` writes a starter document"
+        " with one) and retrain it",
     ),
     Rule(
         "doc.trained",

@@ -26,12 +26,17 @@ class DocError(DlmGitError):
         self.path = Path(path)
         self.line = line
         self.col = col
-        subject = str(path)
-        if line is not None:
-            subject += f":{line}"
-            if col is not None:
-                subject += f":{col}"
-        super().__init__(subject, message, hint)
+        super().__init__(location(path, line, col), message, hint)
+
+
+def location(path: Path | str, line: int | None = None, col: int | None = None) -> str:
+    """`path`, `path:line` or `path:line:col`: the one way a place in a document is named."""
+    subject = str(path)
+    if line is not None:
+        subject += f":{line}"
+        if col is not None:
+            subject += f":{col}"
+    return subject
 
 
 class FrontmatterError(DocError):

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm_git.doc.parser import Document, parse_document
+from dlm_git.doc.errors import location
+from dlm_git.doc.parser import Document, parse_document, value_position
 from dlm_git.doc.sections import Section
 from dlm_git.doc.sources import ExpandedSources, Outside, expand_sources
 from dlm_git.layout import DocLayout, find_document, repo_root_of
@@ -29,6 +30,13 @@ class LoadedDocument:
     @property
     def rows(self) -> tuple[Section, ...]:
         return self.doc.sections + self.sources.sections()
+
+    @property
+    def base_model_at(self) -> str:
+        """`path:line:col` of the `base_model` value (`path:1` when the default is used):
+        the subject of every error about the base this document names."""
+        line, col = value_position(self.doc.frontmatter_text, "base_model") or (1, None)
+        return location(self.doc.path, line, col)
 
     @property
     def section_ids(self) -> list[str]:

@@ -166,6 +166,20 @@ def _schema_error(exc: ValidationError, fm_text: str, path: Path, data: Any) -> 
     return FrontmatterError(path, message, line=line, col=None, hint=hint)
 
 
+def value_position(fm_text: str, key: str) -> tuple[int, int] | None:
+    """1-based (line, col) in the `.dlm` of a top-level key's value (None: not there)."""
+    try:
+        node = compose_yaml(fm_text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    for key_node, value_node in node.value:
+        if key_node.value == key:
+            return value_node.start_mark.line + 2, value_node.start_mark.column + 1
+    return None
+
+
 def key_line(fm_text: str, loc: Sequence[str | int]) -> int | None:
     """1-based line in the `.dlm` of the deepest node of `loc` found in the frontmatter."""
     try:

@@ -1,5 +1,5 @@
-"""Expand `training.sources` directives into source-file sections, and compare a recorded
-file list with an expansion.
+"""Expand `training.sources` directives into source-file sections (a record is compared
+with an expansion by `doc.compare`).
 
 Invariants:
 - Each directive is resolved here (its path, `~`, the repository's boundary, the policy)
@@ -18,17 +18,18 @@ Invariants:
   (`Outside.REFUSE`: replay) refuses them.
 - Symbolic links are never followed, in train, the hooks and verify alike: a directive
   whose path goes through a symlink is refused (the walk skips the links it finds).
-- `compare_sources` is the one comparison of a recorded file list with an expansion. A
-  recorded file is compared unless it cannot be read here: one of an unread directive's
-  (outside the repository), or one whose name under a directive's root today's path
-  rule refuses (`walk.recorded_refusal`: an older dlm-git took it; no checkout holds it
-  now). Those are named, never a difference and never a match.
+- A directive inside the repository whose repository path (what git would write out of
+  a commit) the one path rule refuses (`dlm_git.paths`: a backslash, a leading drive
+  `C:`, a `.git` component) is refused outright (`_root_refusal`), so no commit dlm-git
+  makes records one: verify could never read its files back. A record being checked
+  (`checking`: verify) that holds one, made by an older dlm-git, has it named and not
+  read (`DirectiveResult.refused`), never an error: its files are not compared.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import posixpath
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -38,9 +39,9 @@ from dlm_git.doc.parser import Document, key_line
 from dlm_git.doc.peek import directive_root, leaves_repository
 from dlm_git.doc.schema import SourceSpec
 from dlm_git.doc.sections import Section
-from dlm_git.doc.walk import SkippedFile, SourceFile, recorded_refusal, walk_directive
-from dlm_git.hashing import TextForm
+from dlm_git.doc.walk import SkippedFile, SourceFile, walk_directive
 from dlm_git.layout import DocLayout, repo_root_of
+from dlm_git.paths import problem
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,10 @@ class DirectiveResult:
     outside: bool = False
     """It names a place outside the repository (`peek.leaves_repository`)."""
     read: bool = True
-    """False: outside, and not read (`Outside.SKIP`); its files are not in `files`."""
+    """False: not read (outside under `Outside.SKIP`, or `refused`); no files of its."""
+    refused: str = ""
+    """Why the path rule refuses its repository path (`_root_refusal`; only while a record
+    is checked: elsewhere such a directive is an error). Not read."""
 
 
 class Outside(Enum):
@@ -91,137 +95,24 @@ class ExpandedSources:
     @property
     def unread(self) -> tuple[DirectiveResult, ...]:
         """Directives outside the repository that were not read (`Outside.SKIP`)."""
-        return tuple(d for d in self.directives if not d.read)
-
-
-@dataclass(frozen=True)
-class SourcesComparison:
-    """A recorded file list against a re-expansion (`compare_sources`). Recorded files that
-    cannot be read here (`unread_files`, `refused`) are not compared."""
-
-    changed: tuple[str, ...]
-    new: tuple[str, ...]
-    """Expanded, not recorded."""
-    gone: tuple[str, ...]
-    """Recorded (and not one of those that cannot be read here), not expanded."""
-    reordered: bool
-    """Same files, another order (or a file recorded twice)."""
-    legacy: int
-    """Files whose record holds the raw bytes' digest (records from before the line-end
-    rule, `hashing.TextForm.RAW`)."""
-    unread: tuple[str, ...]
-    """The unread directives' paths, as written."""
-    unread_files: int
-    """Recorded files taken as theirs: not compared."""
-    refused: tuple[SkippedFile, ...]
-    """Recorded files whose names under a directive's root today's path rule refuses
-    (`walk.recorded_refusal`), with the reason: not compared."""
-    section_ids: tuple[str | None, ...]
-    """The ids the record's `section_ids` must be: None where a file was not read."""
-    compared: int
-    """Recorded files compared (all but those that cannot be read here)."""
+        return tuple(d for d in self.directives if d.outside and not d.read)
 
     @property
-    def differs(self) -> bool:
-        return bool(self.changed or self.new or self.gone or self.reordered)
-
-    def describe(self) -> str:
-        parts = [
-            f"{what}: {', '.join(names[:5])}"
-            for what, names in (("changed", self.changed), ("new", self.new), ("gone", self.gone))
-            if names
-        ]
-        if self.reordered:
-            parts.append("the same files in another order, or one listed twice")
-        return "; ".join(parts)
-
-    def sections_match(self, recorded: Sequence[str]) -> bool:
-        return len(recorded) == len(self.section_ids) and all(
-            want is None or want == got
-            for want, got in zip(self.section_ids, recorded, strict=True)
-        )
-
-
-def compare_sources(
-    doc: Document, expanded: ExpandedSources, recorded: Sequence[RecordedSource]
-) -> SourcesComparison:
-    """Compare what a manifest records (`recorded`) with `expanded`, the same document's
-    sources expanded again: the hooks and verify judge a record by this one rule. A file
-    matches in its canonical form, or in its raw form for older records.
-
-    When directives were not read (`Outside.SKIP`), a recorded file that is not one of the
-    expanded files and whose relpath leaves the repository (`peek.leaves_repository`:
-    absolute, `~`, `..` past the root; also the relpaths older records computed from the
-    document's directory) is taken as one of theirs. One that is not expanded and whose
-    name under the root of a directive that was read is one today's walk skips for the
-    path rule (`walk.recorded_refusal`) is one an older dlm-git took and no checkout
-    holds now. Neither is compared, and its section id is not known. Every other
-    recorded file must be an expanded one, in order."""
-    actual = {f.relpath: f for f in expanded.files}
-    unread = expanded.unread
-    outside = [
-        bool(unread) and rel not in actual and leaves_repository(expanded.doc_rel, rel)
-        for rel, _, _ in recorded
-    ]
-    refused = _refused(recorded, outside, actual, expanded.directives)
-    skip = [out or rel in refused for (rel, _, _), out in zip(recorded, outside, strict=True)]
-    inside = [entry for entry, out in zip(recorded, skip, strict=True) if not out]
-    named = {rel for rel, _, _ in inside}
-    changed: list[str] = []
-    legacy = 0
-    for rel, sha256, size in inside:
-        form = actual[rel].digest.form_of(sha256, size) if rel in actual else None
-        if rel in actual and form is None:
-            changed.append(rel)
-        legacy += form is TextForm.RAW
-    new = [f.relpath for f in expanded.files if f.relpath not in named]
-    gone = [rel for rel, _, _ in inside if rel not in actual]
-    order = [rel for rel, _, _ in inside] != [f.relpath for f in expanded.files]
-    ids: list[str | None] = [s.section_id for s in doc.sections]
-    if unread or refused:  # where the record puts them; "" (no id) for a file not there
-        ids += [
-            None if out else actual[rel].section_id if rel in actual else ""
-            for (rel, _, _), out in zip(recorded, skip, strict=True)
-        ]
-    else:
-        ids += [f.section_id for f in expanded.files]
-    return SourcesComparison(
-        changed=tuple(changed),
-        new=tuple(new),
-        gone=tuple(gone),
-        reordered=order and not (new or gone),
-        legacy=legacy,
-        unread=tuple(d.path for d in unread),
-        unread_files=sum(outside),
-        refused=tuple(SkippedFile(rel, why) for rel, why in refused.items()),
-        section_ids=tuple(ids),
-        compared=len(inside),
-    )
-
-
-def _refused(
-    recorded: Sequence[RecordedSource],
-    outside: list[bool],
-    actual: dict[str, SourceFile],
-    directives: Sequence[DirectiveResult],
-) -> dict[str, str]:
-    """relpath -> the path rule's reason, for each recorded file that is neither expanded
-    nor taken as an unread directive's and whose name under the root of a directive that
-    was read today's walk skips (`walk.recorded_refusal`), in record order."""
-    roots = [d.root for d in directives if d.read]
-    found: dict[str, str] = {}
-    for (rel, _, _), out in zip(recorded, outside, strict=True):
-        if out or rel in actual:
-            continue
-        reason = next(filter(None, (recorded_refusal(rel, root) for root in roots)), None)
-        if reason is not None:
-            found[rel] = reason
-    return found
+    def refused(self) -> tuple[DirectiveResult, ...]:
+        """Directives whose repository path the path rule refuses (`_root_refusal`)."""
+        return tuple(d for d in self.directives if d.refused)
 
 
 def expand_sources(
-    doc: Document, repo_root: Path | None = None, outside: Outside = Outside.READ
+    doc: Document,
+    repo_root: Path | None = None,
+    outside: Outside = Outside.READ,
+    *,
+    checking: bool = False,
 ) -> ExpandedSources:
+    """`doc`'s directives expanded in order (see the invariants). `checking`: a record is
+    being checked (verify), so a directive whose path the rule refuses is named and not
+    read (`DirectiveResult.refused`) rather than refused."""
     training = doc.frontmatter.training
     root = (repo_root or repo_root_of(doc.path)).resolve()
     doc_dir = doc.path.parent.resolve()
@@ -233,34 +124,78 @@ def expand_sources(
     directives: list[DirectiveResult] = []
     seen: dict[str, int] = {}
     for index, spec in enumerate(training.sources):
-        out = leaves_repository(doc_rel, spec.path)
-        if out:
-            _check_outside(doc, index, spec, training.sources_policy == "strict", outside)
-            if outside is Outside.SKIP:
-                directives.append(
-                    DirectiveResult(index, spec.path, 0, 0, directive_root(spec.path), True, False)
-                )
-                continue
+        unread = _not_read(doc, index, doc_rel, outside, checking)
+        if unread is not None:
+            directives.append(unread)
+            continue
         taken, skips = _expand_one(
             doc, index, spec, doc_dir, root, training.sources_policy == "strict", outputs
         )
-        kept = taken
-        if seen:  # a file a directive shares with an earlier one is taken by the first
-            kept = []
-            for f in taken:
-                if f.relpath in seen:
-                    by = seen[f.relpath]
-                    skips.append(SkippedFile(f.relpath, f"already included by sources[{by}]"))
-                else:
-                    kept.append(f)
+        kept = _first_taken(taken, skips, seen)
         if index + 1 < len(training.sources):
             seen.update((f.relpath, index) for f in kept)
         files.extend(kept)
         skipped.extend(skips)
-        directives.append(
-            DirectiveResult(index, spec.path, len(kept), len(skips), directive_root(spec.path), out)
-        )
+        out = leaves_repository(doc_rel, spec.path)
+        root_of = directive_root(spec.path)
+        directives.append(DirectiveResult(index, spec.path, len(kept), len(skips), root_of, out))
     return ExpandedSources(tuple(files), tuple(skipped), tuple(directives), doc_rel)
+
+
+def _first_taken(
+    taken: list[SourceFile], skips: list[SkippedFile], seen: dict[str, int]
+) -> list[SourceFile]:
+    """`taken` less the files an earlier directive took (`seen`: relpath -> its index),
+    each of those added to `skips`: a file two directives share is the first one's."""
+    if not seen:
+        return taken
+    kept = []
+    for f in taken:
+        if f.relpath in seen:
+            skips.append(SkippedFile(f.relpath, f"already included by sources[{seen[f.relpath]}]"))
+        else:
+            kept.append(f)
+    return kept
+
+
+def _not_read(
+    doc: Document, index: int, doc_rel: str, outside: Outside, checking: bool
+) -> DirectiveResult | None:
+    """Directive `index`'s result when it is not read here: outside the repository under
+    `Outside.SKIP`, or a repository path the path rule refuses while a record is checked.
+    None when it is read; a `SourcesError` when it must not be read at all."""
+    training = doc.frontmatter.training
+    spec = training.sources[index]
+    root = directive_root(spec.path)
+    if leaves_repository(doc_rel, spec.path):
+        _check_outside(doc, index, spec, training.sources_policy == "strict", outside)
+        if outside is Outside.SKIP:
+            return DirectiveResult(index, spec.path, 0, 0, root, outside=True, read=False)
+        return None
+    why = _root_refusal(doc_rel, spec.path)
+    if why is None:
+        return None
+    if not checking:
+        raise SourcesError(
+            doc.path,
+            f"training.sources[{index}].path '{spec.path}' {why}: the path rule"
+            " (dlm_git.paths) refuses that name, so verify could never read its files back"
+            " out of a commit",
+            line=_path_line(doc, index),
+            hint="rename it: a path with no backslash, no leading drive `C:` and no `.git`"
+            " component",
+        )
+    return DirectiveResult(index, spec.path, 0, 0, root, read=False, refused=why)
+
+
+def _root_refusal(doc_rel: str, path: str) -> str | None:
+    """Why the path rule (`paths.problem`) refuses the repository path of directive `path`
+    (inside the repository): the path git would write out of a commit, the document's
+    directory `doc_rel` joined and normalised (`../shared` is `shared`). None when the
+    rule takes it; the repository's root itself is no name."""
+    repo_path = posixpath.normpath(posixpath.join(doc_rel, path))
+    bad = None if repo_path == "." else problem(repo_path)
+    return None if bad is None else f"names '{repo_path}' in the repository, which {bad.value}"
 
 
 def _check_outside(

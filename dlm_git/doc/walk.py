@@ -26,8 +26,9 @@ Invariants:
   such a path out of a commit, so training never records one. `recorded_refusal` is the
   same rule for a name an older record holds. Any other name (newlines, tabs, leading
   dashes, ...) is a name.
-- Resolving the directive itself (`~`, symlinks on the way, the repository's boundary)
-  is `doc.sources`'s: this module is handed a root that exists.
+- Resolving the directive itself (`~`, symlinks on the way, the repository's boundary,
+  the path rule on its own repository path) is `doc.sources`'s: this module is handed a
+  root that exists.
 """
 
 from __future__ import annotations

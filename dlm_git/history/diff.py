@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from dlm_git.docat import DocAt, TreeAt, prefix_of
 from dlm_git.history.records import json_object, recorded_adapter_sha
 from dlm_git.history.sides import adapter_weights, commit_of, describe, load
-from dlm_git.history.tensors import AdapterDelta, compare, read_tensors
+from dlm_git.history.tensors import AdapterDelta, GroupDelta, compare, read_scale, read_tensors
 from dlm_git.layout import LOCK_NAME, LOSS_NAME, MANIFEST_NAME, METRICS_NAME
 from dlm_git.lock.policy import Finding, classify
 
@@ -265,6 +265,7 @@ def diff_adapters(
         out.identical = True
         return out
     tensors: list[dict[str, Any]] = []
+    scales: list[float | str] = []
     for side, sub in ((a, "adapter-a"), (b, "adapter-b")):
         weights = adapter_weights(side, work / sub, fetch)
         got = read_tensors(weights) if isinstance(weights, Path) else weights
@@ -272,8 +273,9 @@ def diff_adapters(
             out.unavailable.append(f"{describe(side.tree)}: {got}")
         else:
             tensors.append(got)
+            scales.append(read_scale(weights) if isinstance(weights, Path) else weights)
     if len(tensors) == 2:
-        out.delta = compare(tensors[0], tensors[1])
+        out.delta = compare(tensors[0], tensors[1], (scales[0], scales[1]))
         out.identical = not (out.delta.added or out.delta.removed or out.delta.reshaped) and all(
             t.max_abs == 0 for t in out.delta.tensors
         )
@@ -400,6 +402,9 @@ def _adapter_json(ad: AdapterDiff) -> dict[str, Any]:
         "reshaped": [] if delta is None else delta.reshaped,
         "modules": [] if delta is None else [_group(g) for g in delta.modules],
         "layers": [] if delta is None else [_group(g) for g in delta.layers],
+        "not_comparable": []
+        if delta is None
+        else [{"module": n.module, "reason": n.reason} for n in delta.not_comparable],
         "unavailable": ad.unavailable,
     }
 
@@ -420,8 +425,14 @@ def _section(s: SectionRef) -> dict[str, str]:
     return {"id": s.id, "type": s.type, "first_line": s.first_line}
 
 
-def _group(g: Any) -> dict[str, Any]:
-    return {"name": g.group, "rel_l2": _finite(g.rel_l2), "tensors": g.tensors}
+def _group(g: GroupDelta) -> dict[str, Any]:
+    rel = None if g.rel_l2 is None else _finite(g.rel_l2)
+    return {
+        "name": g.group,
+        "rel_l2": rel,
+        "modules": g.modules,
+        "not_comparable": g.not_comparable,
+    }
 
 
 def _finite(value: float) -> float | str:

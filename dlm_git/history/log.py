@@ -3,9 +3,13 @@
 Invariants:
 - The lineage is the first-parent history from HEAD of the commits that change any of the
   document's records (`dlm.lock`, `manifest.json`, `dlm.sig`, `verify.json`): one
-  `git log --raw`, one tree listing for the oldest entry (and one for its parent's lock),
-  one `cat-file --batch` for every blob and commit. Nothing heavy is imported: no torch,
-  no DVC, no pydantic model validation (records are read as plain JSON).
+  `git log --raw`, one tree listing for the oldest entry shown (and one for its parent's
+  lock and manifest), one `cat-file --batch` for every blob and commit. `limit` windows
+  what is read and shown, never what an entry is judged against: `Lineage.total` counts
+  the whole lineage, and every entry, the oldest shown included, is compared with the
+  records of its own first parent (a new adapter, an acceptance's drift). Nothing heavy
+  is imported: no torch, no DVC, no pydantic model validation (records are read as
+  plain JSON).
 - Each entry says what its commit holds, never more: the recorded adapter sha256, the
   lock's determinism class, profile and world size; a lock acceptance (a new
   `supersedes`) with its author, whether it names the lock it replaced (sha256 of that
@@ -55,7 +59,8 @@ class LogEntry:
     changed: list[str]
     adapter_sha256: str | None = None
     adapter_changed: bool = False
-    """The recorded adapter differs from the previous entry's (or this is the first)."""
+    """The recorded adapter differs from the one its commit's first parent records (the
+    lineage's previous entry; for the first entry, none)."""
     determinism_class: str | None = None
     profile: str | None = None
     world_size: int | None = None
@@ -66,37 +71,46 @@ class LogEntry:
     problems: list[str] = field(default_factory=list)
 
 
-def lineage(root: Path, head: str, doc: str, limit: int | None) -> list[LogEntry]:
+@dataclass(frozen=True)
+class Lineage:
+    entries: list[LogEntry]
+    """Newest first, at most the `limit` asked for."""
+    total: int
+    """Entries in the whole lineage, however many are shown."""
+
+
+def lineage(root: Path, head: str, doc: str, limit: int | None) -> Lineage:
     """The entries of `doc` from `head`, newest first (at most `limit`)."""
     from dlm_git.verify.verdicts import known
 
     prefix = prefix_of(doc)
     paths = [prefix + name for name in RECORDS]
-    commits = gitio.path_history(paths, root, head, limit)
+    every = gitio.path_history(paths, root, head, None)
+    commits = every[:limit] if limit is not None else every
     if not commits:
-        return []
+        return Lineage([], 0)
     states = _states(root, paths, commits)
     infos = gitio.commit_info([c.sha for c in commits], root)
-    oldest = infos.get(commits[-1].sha)
-    before = _lock_before(root, oldest, paths[0])
-    blob_ids = {b for s in states for b in s.values() if b} | ({before} if before else set())
+    before = _records_before(root, infos.get(commits[-1].sha), paths)
+    blob_ids = {b for s in states for b in s.values() if b} | set(before.values())
     blobs = gitio.read_blobs(blob_ids, root)
     verdicts = known(root)
     entries: list[LogEntry] = []
-    previous_lock = blobs.get(before) if before else None
+    previous = {name: blobs.get(b) for name, b in before.items()}
     for commit, state in reversed(list(zip(commits, states, strict=True))):
         info = infos.get(commit.sha) or CommitInfo(commit.sha, (), "", "", 0, "")
         names = sorted(posixpath.basename(p) for p in commit.changed)
         entry = LogEntry(info, names)
         record = {posixpath.basename(p): blobs.get(b) if b else None for p, b in state.items()}
-        _read_records(entry, record, previous_lock, doc)
+        _read_records(entry, record, previous.get(LOCK_NAME), doc)
         if record.get(SIGNATURE_NAME) is not None:
             entry.signature = _signature(root, info, doc)
         entry.local_verdict = verdicts.get(commit.sha, {}).get(doc)
-        entry.adapter_changed = not entries or entries[-1].adapter_sha256 != entry.adapter_sha256
-        previous_lock = record.get(LOCK_NAME)
+        parent_adapter = recorded_adapter_sha(json_object(previous.get(MANIFEST_NAME)))
+        entry.adapter_changed = entry.adapter_sha256 != parent_adapter
+        previous = record
         entries.append(entry)
-    return entries[::-1]
+    return Lineage(entries[::-1], len(every))
 
 
 def _states(
@@ -114,11 +128,16 @@ def _states(
     return by_age[::-1]
 
 
-def _lock_before(root: Path, oldest: CommitInfo | None, lock_path: str) -> str | None:
+def _records_before(root: Path, oldest: CommitInfo | None, paths: list[str]) -> dict[str, str]:
+    """The blobs of the lock and the manifest at the first parent of the oldest entry
+    shown (record name -> blob; none when it has no parent or they are absent there)."""
     if oldest is None or not oldest.parents:
-        return None
+        return {}
     parent = oldest.parents[0]
-    return gitio.object_ids([f"{parent}:{lock_path}"], root).get(f"{parent}:{lock_path}")
+    wanted = {f"{parent}:{p}": posixpath.basename(p) for p in paths}
+    wanted = {spec: name for spec, name in wanted.items() if name in (LOCK_NAME, MANIFEST_NAME)}
+    listed = gitio.object_ids(list(wanted), root)
+    return {name: listed[spec] for spec, name in wanted.items() if listed.get(spec)}
 
 
 def _read_records(

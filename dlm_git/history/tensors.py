@@ -7,20 +7,24 @@ Invariants:
 - Per tensor: relative L2 = ||b - a|| / ||a|| (||b|| / 0 is inf unless both are zero) and
   the largest absolute element difference. A tensor present on one side only, or with
   another shape or dtype, is named as such and not compared.
-- Summaries aggregate squared norms, so a group's relative L2 is the whole group's
-  (sqrt(sum ||d||^2) / sqrt(sum ||a||^2)), not an average of ratios. A group is the
-  module a LoRA tensor belongs to (the name part before `lora_A` / `lora_B`, e.g.
-  `q_proj`) or its layer (the first numbered name part).
+- The summaries by module kind (`q_proj`) and by layer (the first numbered name part)
+  are of the effective weight change ΔW = (α/r)·B·A (`history.effective`), never of the
+  factors: the per-tensor lines are the factors' own.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm_git.fsutil import NotRegularFile, open_regular
+from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, open_regular, read_regular
+from dlm_git.history.effective import GroupDelta as GroupDelta
+from dlm_git.history.effective import NotComparable, effective, lora_scale, ratio
+from dlm_git.history.effective import layer_of as layer_of
+from dlm_git.history.effective import module_of as module_of
+from dlm_git.layout import ADAPTER_CONFIG
+from dlm_git.safeparse import load_json
 from dlm_git.safetensors_header import SafetensorsFormatError, open_header
 
 NUMPY_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
@@ -34,13 +38,6 @@ class TensorDelta:
 
 
 @dataclass(frozen=True)
-class GroupDelta:
-    group: str
-    rel_l2: float
-    tensors: int
-
-
-@dataclass(frozen=True)
 class AdapterDelta:
     tensors: list[TensorDelta]
     """Compared tensors, the largest relative change first."""
@@ -48,7 +45,11 @@ class AdapterDelta:
     removed: list[str]
     reshaped: list[str]
     modules: list[GroupDelta]
+    """ΔW by module kind (`history.effective`), the largest change first."""
     layers: list[GroupDelta]
+    """ΔW by layer."""
+    not_comparable: list[NotComparable]
+    """Modules whose ΔW cannot be compared, each with why."""
 
 
 def read_tensors(path: Path) -> dict[str, Any] | str:
@@ -75,12 +76,30 @@ def read_tensors(path: Path) -> dict[str, Any] | str:
     return out
 
 
-def compare(a: dict[str, Any], b: dict[str, Any]) -> AdapterDelta:
+def read_scale(weights: Path) -> float | str:
+    """The LoRA scale s of ΔW = s·B·A from the `adapter_config.json` beside `weights`, or
+    why it cannot be known (`effective.lora_scale`)."""
+    path = weights.parent / ADAPTER_CONFIG
+    try:
+        config = load_json(read_regular(path, MAX_RECORD_BYTES), finite=True, unique_keys=True)
+    except NotRegularFile as exc:
+        return exc.one_line()
+    except OSError as exc:
+        return f"{ADAPTER_CONFIG}: {exc.strerror or exc}"
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"{ADAPTER_CONFIG} is not valid JSON ({str(exc)[:80]})"
+    return lora_scale(config)
+
+
+def compare(
+    a: dict[str, Any], b: dict[str, Any], scales: tuple[float | str, float | str]
+) -> AdapterDelta:
+    """Per tensor, and ΔW per module with each side's LoRA scale (`effective.lora_scale`,
+    or why it is unknown)."""
     import numpy as np
 
     deltas: list[TensorDelta] = []
     reshaped: list[str] = []
-    groups: dict[str, dict[str, list[float]]] = {"module": {}, "layer": {}}
     for name in sorted(set(a) & set(b)):
         x, y = a[name], b[name]
         if x.shape != y.shape:
@@ -92,42 +111,15 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> AdapterDelta:
             diff = y - x
             d2, a2 = float(np.sum(diff * diff)), float(np.sum(x * x))
             max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
-        deltas.append(TensorDelta(name, _ratio(d2, a2), max_abs))
-        for kind, key in (("module", module_of(name)), ("layer", layer_of(name))):
-            sums = groups[kind].setdefault(key, [0.0, 0.0, 0.0])
-            sums[0], sums[1], sums[2] = sums[0] + d2, sums[1] + a2, sums[2] + 1
+        deltas.append(TensorDelta(name, ratio(d2, a2), max_abs))
     deltas.sort(key=lambda d: (-d.rel_l2, -d.max_abs, d.name))
+    summary = effective(a, b, scales)
     return AdapterDelta(
         tensors=deltas,
         added=sorted(set(b) - set(a)),
         removed=sorted(set(a) - set(b)),
         reshaped=reshaped,
-        modules=_groups(groups["module"]),
-        layers=_groups(groups["layer"]),
+        modules=summary.modules,
+        layers=summary.layers,
+        not_comparable=summary.not_comparable,
     )
-
-
-def _ratio(d2: float, a2: float) -> float:
-    if d2 == 0:
-        return 0.0
-    if a2 > 0:
-        return math.sqrt(d2 / a2)
-    return 0.0 if d2 == 0 else math.inf
-
-
-def _groups(sums: dict[str, list[float]]) -> list[GroupDelta]:
-    out = [GroupDelta(k, _ratio(v[0], v[1]), int(v[2])) for k, v in sums.items()]
-    return sorted(out, key=lambda g: (-g.rel_l2, g.group))
-
-
-def module_of(name: str) -> str:
-    parts = name.split(".")
-    for marker in ("lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B"):
-        if marker in parts:
-            index = parts.index(marker)
-            return parts[index - 1] if index > 0 else marker
-    return parts[-2] if len(parts) > 1 else name
-
-
-def layer_of(name: str) -> str:
-    return next((p for p in name.split(".") if p.isdigit()), "-")

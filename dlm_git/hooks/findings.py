@@ -24,10 +24,12 @@ from pathlib import Path
 
 from dlm_git import gitio
 from dlm_git.contract.outcome import Check
-from dlm_git.contract.table import RULES, rule, severity_of
+from dlm_git.contract.table import RETRAIN, RULES, retrain_fix, rule, severity_of
 from dlm_git.errors import DlmGitError
 from dlm_git.output import error_line
 from dlm_git.severity import Severity
+
+DVC_YAML = "dvc.yaml"
 
 
 @dataclass(frozen=True)
@@ -44,20 +46,29 @@ class HookFinding:
         return f"dlm-git: {self.level} {self.doc}: {self.check}: {self.what} ({self.fix})"
 
 
-def finding_of(doc: str, check: Check) -> HookFinding | None:
-    """What a commit-time reader says of `check` of document `doc` (None: nothing)."""
+def finding_of(doc: str, check: Check, pipeline: bool = True) -> HookFinding | None:
+    """What a commit-time reader says of `check` of document `doc` (None: nothing);
+    `pipeline`: the repository has a DVC pipeline (`has_pipeline`), which decides how a
+    record is brought up to date (`contract.table.retrain_fix`)."""
     severity = severity_of(check)
     if severity is None or severity is Severity.IGNORE:
         return None
-    return HookFinding(severity, doc, check.name, check.detail, check.fix or _fix(check.name, doc))
+    fix = check.fix or _fix(check.name, doc, pipeline)
+    return HookFinding(severity, doc, check.name, check.detail, fix)
 
 
-def _fix(check: str, doc: str) -> str:
+def has_pipeline(root: Path) -> bool:
+    """The repository has a DVC pipeline: a `dvc.yaml` at its root."""
+    return (root / DVC_YAML).is_file()
+
+
+def _fix(check: str, doc: str, pipeline: bool) -> str:
     if check.startswith("signature."):
         from dlm_git.sign.judge import fix_for
 
         return fix_for(check, doc)
-    return rule(check).fix
+    fix = rule(check).fix
+    return retrain_fix(doc, pipeline) if fix == RETRAIN else fix
 
 
 def configured(root: Path) -> dict[str, Severity]:

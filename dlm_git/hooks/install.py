@@ -10,6 +10,11 @@ Invariants:
 - The hook runs the dlm-git it was installed with, never a `dlm_git/` in the work tree
   (the commit's bytes, and git's working directory for hooks): `PYTHONSAFEPATH=1` keeps
   the working directory off the import path. An older shim says `updated` on reinstall.
+- A repository whose `.pre-commit-config.yaml` declares one of our hook ids
+  (`FRAMEWORK_IDS`, those of `.pre-commit-hooks.yaml`) runs them through the pre-commit
+  framework: `dlm-git init` then installs no shim of its own (every check would run
+  twice) and says so in one line (`framework_note`). `dlm-git hooks install` still
+  installs when asked.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ import shlex
 import sys
 from pathlib import Path
 
+import yaml
+
 from dlm_git import gitio
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_text
+from dlm_git.safeparse import load_yaml
 
 MARKER = "# dlm-git hook v1"
 HOOKS = ("pre-commit", "pre-merge-commit", "pre-push")
@@ -49,6 +57,48 @@ if [ -x "$here/pre-push{chained}" ]; then
 fi
 export PYTHONSAFEPATH=1  # the work tree (the commit's bytes) is not on the import path
 printf '%s\\n' "$input" | exec "$py" -m dlm_git.hooks.pre_push "$@\""""
+
+
+FRAMEWORK_CONFIG = ".pre-commit-config.yaml"
+FRAMEWORK_IDS = frozenset({"dlm-git", "dlm-git-pre-merge-commit", "dlm-git-pre-push"})
+FRAMEWORK_INSTALL = (
+    "pre-commit install --hook-type pre-commit --hook-type pre-merge-commit --hook-type pre-push"
+)
+
+
+def framework_declares_ours(repo_root: Path) -> bool:
+    """Whether `.pre-commit-config.yaml` lists a hook with one of our ids (a file that is
+    not there, or does not parse, declares none: the framework says what is wrong)."""
+    try:
+        data = load_yaml((repo_root / FRAMEWORK_CONFIG).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+        return False
+    repos = data.get("repos") if isinstance(data, dict) else None
+    hooks = (
+        [h for r in repos if isinstance(r, dict) for h in r.get("hooks") or []]
+        if isinstance(repos, list)
+        else []
+    )
+    return any(isinstance(h, dict) and h.get("id") in FRAMEWORK_IDS for h in hooks)
+
+
+def framework_note(repo_root: Path) -> str | None:
+    """The one line `dlm-git init` says instead of installing its shims when the pre-commit
+    framework runs our hooks (None: it does not)."""
+    if not framework_declares_ours(repo_root):
+        return None
+    directory = gitio.hooks_path(repo_root)
+    ours = [h for h in HOOKS if is_ours(directory / h)]
+    also = (
+        f"; dlm-git's own {', '.join(ours)} hook(s) are installed too and run every check"
+        " twice: `dlm-git hooks install --uninstall`"
+        if ours
+        else ""
+    )
+    return (
+        f"hooks: not installed: {FRAMEWORK_CONFIG} runs dlm-git's hooks through the"
+        f" pre-commit framework (`{FRAMEWORK_INSTALL}`){also}"
+    )
 
 
 def shim_text(hook: str, python: str | None = None) -> str:

@@ -10,7 +10,8 @@ through git's plumbing, which honours it) and judged by the check list of
 `dlm_git.contract` (each check with its stable id and its severity:
 `contract.table.TABLE`, docs/hooks.md), through `hooks.staged.StagedChecks`; plus
 `pipeline.documents` for the documents concerned (and params.yaml's own problems when it
-is staged). The pre-merge-commit hook runs the same checks on a merge's result
+is staged), and `docset.dlm_id` over every `.dlm` of the index when a `.dlm` is
+staged. The pre-merge-commit hook runs the same checks on a merge's result
 (`run(action="merge")`). Each finding is one line naming its check id
 (`hooks.findings`). Strict mode (`DLM_GIT_STRICT=1` or `git config dlm-git.strict true`)
 makes every WARN an ERROR by its one rule (`Severity.strict`), once, over all findings,
@@ -42,6 +43,7 @@ from dlm_git.hooks.findings import (
     configured,
     emit,
     finding_of,
+    has_pipeline,
     strict_mode,
 )
 from dlm_git.hooks.staged import StagedChecks, within
@@ -105,6 +107,19 @@ def pipeline_findings(
     return out
 
 
+def id_findings(index: TreeAt, staged: list[str]) -> list[HookFinding]:
+    """`docset.dlm_id` over every `.dlm` of the index, only when a `.dlm` is staged:
+    otherwise the ids are HEAD's, judged when HEAD was committed (`verify` and the
+    pre-push hook judge every commit whole)."""
+    if not any(p.endswith(".dlm") for p in staged):
+        return []
+    from dlm_git.contract.dlm_ids import id_check, shared_in
+
+    shared = shared_in(index)
+    found = [finding_of(rel, id_check(rel, shared)) for rel in sorted(shared)]
+    return [f for f in found if f is not None]
+
+
 @contextlib.contextmanager
 def _trees(root: Path, head: str | None) -> Iterator[tuple[TreeAt, TreeAt | None]]:
     """The index and HEAD's tree (None before the first commit), each listed lazily."""
@@ -128,9 +143,11 @@ def collect(root: Path, head: str | None, staged: list[str]) -> tuple[list[HookF
         checker = StagedChecks(root, staged, symlinks, head)
         concerned = {d.rel for d in docs}
         findings = pipeline_findings(index, rels, staged, concerned)
+        findings += id_findings(index, staged)
+        pipeline = has_pipeline(root)
         for doc in docs:
             for check in checker.check(doc, heads.get(doc.rel)):
-                found = finding_of(doc.rel, check)
+                found = finding_of(doc.rel, check, pipeline)
                 findings += [found] if found is not None else []
     checker.hashes.save()
     return findings, len(concerned | {f.doc for f in findings if f.doc != PARAMS_NAME})

@@ -132,7 +132,7 @@ class StagedChecks:
                     Outcome.ABSENT,
                     found,
                     Severity.WARN if quiet else None,
-                    "run `dvc repro`" if quiet else "run `dvc pull` or `dvc repro`",
+                    f"run `dlm-git train {doc.rel}`" if quiet else "run `dvc pull` or `dvc repro`",
                 )
             )
             return

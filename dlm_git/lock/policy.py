@@ -52,12 +52,35 @@ class Finding:
     new: Any
 
     def describe(self) -> str:
-        return f"{self.field} changed: {_short(self.old)} -> {_short(self.new)}"
+        """What changed, in full: two mappings as each key that differs (a world-size
+        change reads `...distributed.world_size changed: 2 -> 4`), anything else as both
+        values. The caller prints it through `output` (escaped)."""
+        old, new = self.old, self.new
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            keys = sorted(set(old) | set(new), key=str)
+            return "; ".join(
+                Finding(f"{self.field}.{k}", self.severity, old.get(k), new.get(k)).describe()
+                for k in keys
+                if old.get(k) != new.get(k)
+            )
+        return f"{self.field} changed: {_shown(old)} -> {_shown(new)}"
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+MAX_SHOWN_CHARS = 200
+"""A string longer than this (only a hostile lock has one) is shown cut, saying so."""
+
+
+def _shown(value: Any) -> str:
+    """`value` written out whole: a mapping key by key, a list item by item; only a
+    string over `MAX_SHOWN_CHARS` is cut, with the count of characters left out."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_shown(k)}: {_shown(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, str) and len(value) > MAX_SHOWN_CHARS:
+        left = len(value) - MAX_SHOWN_CHARS
+        return f"{value[:MAX_SHOWN_CHARS]!r} (and {left} more characters)"
+    return repr(value)
 
 
 def _major(version: object) -> str | None:

@@ -48,7 +48,10 @@ FLAG_KINDS: dict[str, str] = {
     "cublas_version": "name?",
     "cudnn_version": "name?",
     "nccl_version": "name?",
+    "max_steps": "steps",  # `train --max-steps N` (dlm_git.train.smoke)
 }
+MAX_STEPS = 1 << 20
+"""The largest step limit `--max-steps` takes and a lock may record."""
 
 
 RECORDED_NAME = re.compile(r"[A-Za-z0-9_.,:+-]{1,64}")
@@ -68,6 +71,8 @@ def flag_problem(key: str, value: object) -> str | None:
         ok = isinstance(value, bool)
     elif kind == "count":
         ok = type(value) is int and 0 <= value <= 1 << 20
+    elif kind == "steps":
+        ok = type(value) is int and 1 <= value <= MAX_STEPS
     elif kind.startswith("name"):
         ok = isinstance(value, str) and RECORDED_NAME.fullmatch(value) is not None
     else:

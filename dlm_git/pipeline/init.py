@@ -19,62 +19,30 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git import gitio
-from dlm_git.doc.ulid import new_ulid
+from dlm_git.doc.starter import STARTER_NOTE, starter_text
 from dlm_git.errors import DlmGitError, require_training_stack
 from dlm_git.fsutil import atomic_write_text
 from dlm_git.pipeline.templates import (
     DEFAULT_PIPELINE_PARAMS,
+    DOCS_KEY,
     DOCUMENTS_KEY,
     GITIGNORE_LINES,
     PIPELINE_KEY,
     SIGN_STAGE,
     STAGES,
+    doc_params_entry,
 )
 from dlm_git.safeparse import load_yaml_with
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-STARTER = """---
-dlm_id: {ulid}
-dlm_version: 1
-base_model: builtin:tiny
-system_prompt: You answer questions about this project, briefly.
-training:
-  lora_r: 8
-  lora_alpha: 16
-  lora_dropout: 0.0
-  sequence_len: 128
-  micro_batch_size: 4
-  learning_rate: 0.002
-  max_steps: 20
-  seed: 42
-  sources:
-    - path: notes
-      include: ["*.md", "*.txt"]
----
-
-# {name}
-
-Write what the adapter should learn here: prose is trained on as is.
-
-::instruction::
-### Q
-What is this document for?
-
-### A
-It trains a small LoRA adapter whose bytes are reproducible from this commit.
-"""
-
-STARTER_NOTE = """# Notes
-
-Files in this directory are pulled into training by `training.sources`.
-"""
 
 
 @dataclass
 class InitResult:
     changes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What was deliberately not done (not a change: a second run says it again)."""
 
 
 def _yaml() -> Any:
@@ -174,9 +142,28 @@ def merge_params(path: Path, doc_dir: str | None, result: InitResult) -> None:
         if key not in pipeline:
             pipeline[key] = value
             changed.append(f"{PIPELINE_KEY}.{key}")
+    changed += _merge_doc_entries(path, data, docs)
     if changed:
         atomic_write_text(path, _dump(data))
         result.changes.append(f"{path.name}: {', '.join(changed)}")
+
+
+def _merge_doc_entries(path: Path, data: Any, documents: list[Any]) -> list[str]:
+    """A `docs.<doc>` entry for each listed document that has none (`train@<doc>`
+    depends on it: DVC refuses a missing one)."""
+    from ruamel.yaml.comments import CommentedMap
+
+    entries = data.get(DOCS_KEY)
+    if entries is None:
+        data[DOCS_KEY] = entries = CommentedMap()
+    if not isinstance(entries, dict):
+        raise DlmGitError(str(path), f"'{DOCS_KEY}' is not a mapping", "fix params.yaml")
+    added = []
+    for doc in documents:
+        if isinstance(doc, str) and doc not in entries:
+            entries[doc] = doc_params_entry()
+            added.append(f"{DOCS_KEY}.{doc}")
+    return added
 
 
 def merge_gitignore(path: Path, result: InitResult) -> None:
@@ -197,7 +184,7 @@ def scaffold(root: Path, name: str, result: InitResult) -> None:
     existing = sorted(doc_dir.glob("*.dlm")) if doc_dir.is_dir() else []
     if existing:
         return
-    atomic_write_text(doc, STARTER.format(ulid=new_ulid(), name=name))
+    atomic_write_text(doc, starter_text(name, sources=True))
     notes = doc_dir / "notes" / "README.md"
     if not notes.exists():
         atomic_write_text(notes, STARTER_NOTE)
@@ -235,9 +222,19 @@ def run_init(
     if doc_name is not None:
         scaffold(root, doc_name, result)
     if install_hooks:
-        from dlm_git.hooks.install import install_hooks as do_install
-
-        for line in do_install(root, uninstall=False):
-            if not line.endswith("already installed"):
-                result.changes.append(line)
+        _install_hooks(root, result)
     return result
+
+
+def _install_hooks(root: Path, result: InitResult) -> None:
+    """dlm-git's shims, unless the pre-commit framework runs our hooks (then one note)."""
+    from dlm_git.hooks.install import framework_note
+    from dlm_git.hooks.install import install_hooks as do_install
+
+    note = framework_note(root)
+    if note is not None:
+        result.notes.append(note)
+        return
+    for line in do_install(root, uninstall=False):
+        if not line.endswith("already installed"):
+            result.changes.append(line)

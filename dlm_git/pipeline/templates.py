@@ -38,8 +38,16 @@ from dlm_git.layout import (
 TINY_DIR = PIPELINE_TINY_DIR
 DOCUMENTS_KEY = "documents"
 PIPELINE_KEY = "pipeline"
+DOCS_KEY = "docs"
+"""`docs.<doc>`: one document's settings (`dlm_git.train.doc_params`); `train@<doc>`
+depends on its own entry only, so changing one document's setting reruns that document."""
 ITEM = "${item}"
 """A document directory, as DVC's `foreach` names each of `documents`."""
+
+
+def doc_params_entry() -> dict[str, Any]:
+    """What `init` writes under `docs.<doc>`: an empty place for training overrides."""
+    return {"training": {}}
 
 
 def _out(name: str) -> str:
@@ -71,6 +79,7 @@ STAGES: dict[str, Any] = {
             "cmd": f"dlm-git tokenize ${{item}} --tiny-dir {TINY_DIR}",
             "always_changed": True,
             "deps": [_out(BASE_RECORD_NAME)],
+            "params": [f"{DOCS_KEY}.{ITEM}"],
             "outs": [_out(TOKENS_DIR)],
         },
     },
@@ -85,6 +94,7 @@ STAGES: dict[str, Any] = {
             ),
             "deps": [_out(TOKENS_DIR), _out(BASE_RECORD_NAME)],
             "params": [
+                f"{DOCS_KEY}.{ITEM}",
                 "pipeline.lock_mode",
                 "pipeline.device",
                 "pipeline.numerics",

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from dlm_git.errors import DlmGitError
-from dlm_git.layout import ADAPTER_DIR, ADAPTER_FILES, LOCK_NAME, MANIFEST_NAME
+from dlm_git.layout import (
+    ADAPTER_DIR,
+    ADAPTER_FILES,
+    LEGACY_ADAPTER_FILES,
+    LOCK_NAME,
+    MANIFEST_NAME,
+)
 from dlm_git.safeparse import dig, load_json
 
 MAX_BUNDLE_BYTES = 1 << 20
@@ -64,6 +70,8 @@ def signed_digests(
     out = {dlm_name: sha(dlm), LOCK_NAME: sha(lock), MANIFEST_NAME: sha(manifest)}
     for name in ADAPTER_FILES:
         recorded = adapter.get(name)
+        if name not in LEGACY_ADAPTER_FILES and recorded is None:
+            continue  # a record from before the card: signed without it
         out[f"{ADAPTER_DIR}/{name}"] = recorded if isinstance(recorded, str) else None
     return out
 

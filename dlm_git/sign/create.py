@@ -25,7 +25,13 @@ from dlm_git import gitio
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import MAX_RECORD_BYTES, atomic_write_bytes, fsync_dir, read_regular
 from dlm_git.hashing import sha256_file
-from dlm_git.layout import ADAPTER_DIR, ADAPTER_FILES, OUTPUT_NAMES, DocLayout, find_document
+from dlm_git.layout import (
+    ADAPTER_DIR,
+    LEGACY_ADAPTER_FILES,
+    OUTPUT_NAMES,
+    DocLayout,
+    find_document,
+)
 from dlm_git.sign.bundle import BundleError, parse_bundle, signed_digests
 from dlm_git.sign.trust import MAX_KEY_BYTES
 
@@ -69,13 +75,13 @@ def sign_document(target: Path, key: Path) -> Path:
     read_regular(key, MAX_KEY_BYTES, hint=KEY_HINT)  # model_signing reads it unchecked
     layout = DocLayout(find_document(target))
     doc_dir = layout.directory
-    for path in (layout.lock, layout.manifest, *(layout.adapter / n for n in ADAPTER_FILES)):
+    for path in (layout.lock, layout.manifest, *(layout.adapter / n for n in LEGACY_ADAPTER_FILES)):
         if not path.is_file() or path.is_symlink():
             raise SignError(str(path), "missing (or a link)", "train first: dvc repro")
     expected = recorded_digests(layout, layout.doc_path.name)
-    for name in ADAPTER_FILES:
-        rel = f"{ADAPTER_DIR}/{name}"
-        if sha256_file(doc_dir / rel) != expected[rel]:
+    for rel in (r for r in expected if r.startswith(f"{ADAPTER_DIR}/")):
+        path = doc_dir / rel
+        if not path.is_file() or path.is_symlink() or sha256_file(path) != expected[rel]:
             raise SignError(
                 str(doc_dir / rel),
                 "is not the adapter manifest.json records",

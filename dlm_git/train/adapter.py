@@ -1,11 +1,16 @@
 """Write a trained LoRA adapter so that its bytes depend only on the training result.
 
 Invariants:
-- `adapter/` holds exactly `adapter_model.safetensors` and `adapter_config.json`
-  (peft's model card README is dropped: it is not needed to load the adapter).
+- `adapter/` holds exactly `adapter_model.safetensors`, `adapter_config.json` and
+  dlm-git's own model card `README.md` (`dlm_git.train.card`; peft's card is dropped).
 - `adapter_config.json` is canonical JSON: lists that peft writes in set order
-  (`target_modules`, ...) are sorted, and `base_model_name_or_path` is the document's
-  base spec (never an absolute path).
+  (`target_modules`, ...) are sorted, and the base is named in the fields peft reads:
+  a Hub base (`hf:` or a registry key) by its repo id in `base_model_name_or_path` and its
+  40-hex `revision`; `builtin:tiny` and a local directory by null in both (nothing that
+  would load from elsewhere, never an absolute path). So the config depends on the base,
+  never on how the document spells it.
+- Records written before this form (the spec in `base_model_name_or_path`, revision
+  null, no card) are recognised by `legacy_adapter_config`, never rewritten.
 - The new adapter replaces the old one by rename; a failure before that leaves the old
   adapter untouched.
 - Staging directories are `.<out>.new.<pid>.*` / `.<out>.old.<pid>.*` beside the out:
@@ -20,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,19 +40,38 @@ if TYPE_CHECKING:
 SORTED_LIST_KEYS = ("target_modules", "modules_to_save", "layers_to_transform")
 
 
-def canonical_adapter_config(config: dict[str, Any], base_spec: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HubBase:
+    """The base as peft names it: a Hub repo id at a 40-hex revision, or neither (a base
+    that is not on the Hub: `builtin:tiny`, a local directory)."""
+
+    repo_id: str | None = None
+    revision: str | None = None
+
+
+def canonical_adapter_config(config: dict[str, Any], base: HubBase) -> dict[str, Any]:
     out = dict(config)
     for key in SORTED_LIST_KEYS:
         if isinstance(out.get(key), list):
             out[key] = sorted(out[key])
-    out["base_model_name_or_path"] = base_spec
-    if "revision" in out:
-        out["revision"] = None
+    out["base_model_name_or_path"] = base.repo_id
+    out["revision"] = base.revision
     return out
 
 
-def save_adapter(model: PeftModel, staging: Path, base_spec: str) -> None:
-    """Save a peft model's adapter into `staging` in canonical form."""
+def legacy_adapter_config(config: dict[str, Any], base_spec: str) -> bytes:
+    """The bytes dlm-git wrote before the Hub form, for the adapter whose current config is
+    `config`: the document's base spec in `base_model_name_or_path`, revision null."""
+    out = dict(config)
+    out["base_model_name_or_path"] = base_spec
+    if "revision" in out:
+        out["revision"] = None
+    return canonical_json(out)
+
+
+def save_adapter(model: PeftModel, staging: Path, base: HubBase) -> None:
+    """Save a peft model's adapter into `staging` in canonical form (the card is written
+    by the launcher, once the weights are there: `dlm_git.train.card`)."""
     import warnings
 
     with warnings.catch_warnings():
@@ -61,7 +86,7 @@ def save_adapter(model: PeftModel, staging: Path, base_spec: str) -> None:
     os.chmod(staging / ADAPTER_WEIGHTS, FILE_MODE)
     config = load_json((staging / ADAPTER_CONFIG).read_text("utf-8"))
     atomic_write_bytes(
-        staging / ADAPTER_CONFIG, canonical_json(canonical_adapter_config(config, base_spec))
+        staging / ADAPTER_CONFIG, canonical_json(canonical_adapter_config(config, base))
     )
 
 

@@ -40,6 +40,7 @@ from dlm_git.token_stream import TokenStream
 from dlm_git.topology import BUCKET_ELEMENTS, backend_for, check_nproc
 from dlm_git.train.adapter import install_dir, staging_dir, sweep_stale
 from dlm_git.train.assemble import resolve_precision, run_config
+from dlm_git.train.card import CardFacts, hub_base, write_card
 from dlm_git.train.options import TrainError, TrainOptions
 from dlm_git.train.protocol import JOB, PEER_LOST, RESULT, TOKENS, RankJob, RankResult
 from dlm_git.train.records import Fitted
@@ -64,9 +65,10 @@ def fit_ranks(
     env: Environment,
     tok: TokenizeResult,
     options: TrainOptions,
+    card: CardFacts,
 ) -> Fitted:
     """Train on `options.nproc` data-parallel ranks (`dlm_git.train.launch`), then install
-    the adapter rank 0 saved, only once every rank has exited 0."""
+    the adapter rank 0 saved, with its card, only once every rank has exited 0."""
     _check_ranks(loaded, env.device, options)
     layout, training = loaded.layout, loaded.doc.frontmatter.training
     precision = resolve_precision(training.precision, env.device)
@@ -78,6 +80,8 @@ def fit_ranks(
         if out.flags != env.flags:
             raise TrainError("train", "rank 0 ran under other kernel facts than its launcher")
         result = _rank_result(out)
+        config = run_config(loaded, tok, env.device, precision, out.targets, options.nproc).config
+        write_card(staging, card, config)
         record = adapter_record(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -85,7 +89,6 @@ def fit_ranks(
     seconds = time.perf_counter() - started
     install_dir(staging, layout.adapter)
     install_dir(staging_dir(layout.segments), layout.segments)  # no snapshots with ranks
-    config = run_config(loaded, tok, env.device, precision, out.targets, options.nproc).config
     facts = {"nproc": options.nproc, "rank0": out.rank0}
     return Fitted(config, result, record, None, seconds, facts)
 
@@ -133,6 +136,7 @@ def _rank_job(
     """What every rank is told (`dlm_git.train.rank`): the same plan, base and config."""
     from dlm_git.numerics.plan import check_threads
 
+    hub = hub_base(resolved)
     fm = loaded.doc.frontmatter
     return RankJob(
         launcher_pid=os.getpid(),
@@ -142,7 +146,8 @@ def _rank_job(
         threads=check_threads(options.threads),
         training=fm.training,
         base_path=resolved.path.resolve(),
-        base_spec=fm.base_model,
+        base_repo_id=hub.repo_id,
+        base_revision=hub.revision,
         precision=precision,
         pad_id=tok.pad_id,
         world_size=options.nproc,

@@ -37,6 +37,8 @@ class TrainOptions:
     threads: int | None = None
     accept_license: bool = False
     quiet: bool = False
+    """No plan or progress on stderr (`--no-progress`, replays, children); shown only on a
+    terminal anyway (`dlm_git.train.progress`), and never changing a record."""
     segment_every: int | None = None
     tiny_dir: Path | None = None
     """Use this directory as the built-in tiny base (the pipeline's `base` stage output)."""
@@ -51,6 +53,9 @@ class TrainOptions:
     refused (`Outside.REFUSE`): what this machine has there is not the commit's."""
     nproc: int = 1
     """Data-parallel processes (`dlm_git.train.launch`); recorded in the lock when > 1."""
+    max_steps: int | None = None
+    """`--max-steps N`: stop after N optimizer steps, whatever the document says; recorded
+    in the effective config and the lock (`dlm_git.train.smoke`)."""
 
 
 @dataclass

@@ -95,7 +95,9 @@ class RankJob:
     threads: int
     training: TrainingConfig
     base_path: Path
-    base_spec: str
+    base_repo_id: str | None
+    """The base as the adapter config names it (`dlm_git.train.adapter.HubBase`)."""
+    base_revision: str | None
     precision: str
     pad_id: int
     world_size: int

@@ -147,11 +147,11 @@ def _write_result(
     trained: tuple[PeftModel, list[str], LoopResult],
 ) -> None:
     from dlm_git.hashing import float_hex
-    from dlm_git.train.adapter import save_adapter
+    from dlm_git.train.adapter import HubBase, save_adapter
     from dlm_git.train.records import peak_memory
 
     model, targets, result = trained
-    save_adapter(model, job.staging, job.base_spec)
+    save_adapter(model, job.staging, HubBase(job.base_repo_id, job.base_revision))
     record = RankResult(
         losses_hex=[float_hex(v) for v in result.losses],
         steps=result.steps,

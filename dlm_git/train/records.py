@@ -48,6 +48,7 @@ from dlm_git.output import error_line
 from dlm_git.topology import topology_flags
 from dlm_git.train.assemble import resolve_precision
 from dlm_git.train.options import TrainError
+from dlm_git.train.smoke import smoke_flags
 from dlm_git.versions import pinned_versions
 
 if TYPE_CHECKING:
@@ -87,9 +88,16 @@ def build_lock(
     klass: str,
     accept_license: bool,
     nproc: int = 1,
+    max_steps: int | None = None,
 ) -> Lock:
+    """The lock of a run; `max_steps`: a `--max-steps` limit (`dlm_git.train.smoke`)."""
     fm = loaded.doc.frontmatter
-    flags = {**flags, **training_flags(fm.training, hw.device), **topology_flags(nproc, hw.device)}
+    flags = {
+        **flags,
+        **training_flags(fm.training, hw.device),
+        **topology_flags(nproc, hw.device),
+        **smoke_flags(max_steps),
+    }
     return Lock(
         dlm_id=fm.dlm_id,
         dlm_sha256=loaded.doc.sha256,
@@ -144,10 +152,11 @@ def decide_lock(
     mode: LockMode,
     accept_license: bool,
     nproc: int,
+    max_steps: int | None = None,
 ) -> tuple[Lock, list[Finding]]:
     """The lock this run records and the WARN findings it prints (ERROR raises)."""
     current = build_lock(
-        loaded, resolved, env.hardware, env.flags, env.klass, accept_license, nproc
+        loaded, resolved, env.hardware, env.flags, env.klass, accept_license, nproc, max_steps
     )
     layout = loaded.layout
     warnings_: list[Finding] = []
@@ -206,8 +215,7 @@ def write_records(
     final_loss = result.losses[-1]
     metrics = {
         "steps": result.steps,
-        "final_loss": final_loss,
-        "final_loss_hex": float_hex(final_loss),
+        "final_loss": final_loss,  # exact bits: manifest.training.final_loss_hex
         "tokens_trained": result.tokens,
         "loss_tokens": result.loss_tokens,
         "sequences": len(tok.sequences),

@@ -1,29 +1,31 @@
 """`train`: validate the lock, tokenize, train, then write adapter, lock, metrics, manifest.
 
 Invariants:
-- Nothing a user sees is modified until training has succeeded; then the adapter is
+- No record a user sees is modified until training has succeeded; then the adapter is
   installed first and the manifest written last, each file atomically
-  (`dlm_git.train.records` says what each record holds).
+  (`dlm_git.train.records` says what each record holds). Only the outputs' ignore rule
+  (`dlm_git.train.ignore`) comes first, once the lock allows the run, so that nothing
+  written after it (staging directories, tokens, a killed run's leftovers) is staged.
 - A run is, in order: numerics plan (here, or a child interpreter when this process
   already runs torch under other kernel settings: `python -m dlm_git.train.child`,
   asked and answering through `dlm_git.childproc`), base and environment, lock
-  decision, tokens, `build_training` (`dlm_git.train.assemble`: model, loop, effective
-  config, segment writer), `_fit`, `_install_adapter` (with `--nproc N > 1` those three
-  are `dlm_git.train.launch.fit_ranks`: N ranks, rank 0's adapter installed after all
-  exit 0), lock, records, run record.
-- The progress bar never changes a record: see `_progress_bar`.
+  decision, ignore rule, tokens, `build_training` (`dlm_git.train.assemble`: model,
+  loop, effective config, segment writer), `_fit`, `_install_adapter` (with
+  `--nproc N > 1` those three are `dlm_git.train.launch.fit_ranks`: N ranks, rank 0's
+  adapter installed after all exit 0), lock, records, run record.
+- The progress display never changes a record: see `_progress_bar`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dlm_git.base.resolve import ResolvedBase, resolve_base
 from dlm_git.doc.load import LoadedDocument, load_document
@@ -33,7 +35,9 @@ from dlm_git.lock.io import write_lock
 from dlm_git.manifest.records import adapter_record
 from dlm_git.manifest.schema import AdapterRecord, SegmentsRecord
 from dlm_git.train.assemble import TrainingRun, build_training
+from dlm_git.train.doc_params import apply_params
 from dlm_git.train.options import TrainError, TrainOptions, TrainOutcome
+from dlm_git.train.progress import Outline, display, outline_of
 from dlm_git.train.records import (
     Fitted,
     decide_lock,
@@ -41,11 +45,14 @@ from dlm_git.train.records import (
     write_records,
     write_run_record,
 )
+from dlm_git.train.smoke import effective_max_steps, with_max_steps
 
 if TYPE_CHECKING:
     from dlm_git.layout import DocLayout
+    from dlm_git.lock.schema import Lock
     from dlm_git.numerics.plan import Plan
     from dlm_git.numerics.prepare import Environment
+    from dlm_git.train.card import CardFacts
     from dlm_git.train.loop import LoopResult, ProgressFn
     from dlm_git.train.pipeline import TokenizeResult
 
@@ -57,7 +64,7 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
     torch already runs in this process under other kernel settings."""
     from dlm_git.numerics.activate import activate, can_run_in_process
 
-    loaded, run_plan = _plan(target, options)
+    loaded, options, run_plan = _plan(target, options)
     if not can_run_in_process(run_plan.env):
         return _train_in_child(target, loaded, options, run_plan)
     activate(run_plan.env)  # before anything below imports torch
@@ -69,17 +76,19 @@ def train_in_process(target: Path, options: TrainOptions) -> TrainOutcome:
     are pinned here, or this is a `NumericsError` (never a child of a child)."""
     from dlm_git.numerics.activate import activate
 
-    loaded, run_plan = _plan(target, options)
+    loaded, options, run_plan = _plan(target, options)
     activate(run_plan.env)
     return _train_here(loaded, options, run_plan)
 
 
-def _plan(target: Path, options: TrainOptions) -> tuple[LoadedDocument, Plan]:
+def _plan(target: Path, options: TrainOptions) -> tuple[LoadedDocument, TrainOptions, Plan]:
     from dlm_git.numerics.plan import check_threads, plan
 
     # a replay trains a commit's inputs: a source outside the repository is not one of them
     outside = Outside.READ if options.replay_flags is None else Outside.REFUSE
-    loaded = load_document(target, outside)
+    steps = effective_max_steps(options.max_steps, options.replay_flags)
+    loaded, options = apply_params(load_document(target, outside), options)
+    loaded = with_max_steps(loaded, steps)
     check_threads(options.threads)
     run_plan = plan(
         options.device,
@@ -87,7 +96,7 @@ def _plan(target: Path, options: TrainOptions) -> tuple[LoadedDocument, Plan]:
         loaded.doc.frontmatter.training.numerics,
         options.replay_flags,
     )
-    return loaded, run_plan
+    return loaded, options, run_plan
 
 
 def _train_in_child(
@@ -118,21 +127,26 @@ def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -
     """Train in this process (its kernel variables are the plan's): base and environment,
     lock decision, tokens, model and loop, training, then the outputs."""
     from dlm_git.train.adapter import sweep_stale
+    from dlm_git.train.ignore import ignore_outputs
 
     t_start = time.perf_counter()
     resolved, env = _base_and_environment(loaded, options, run_plan)
+    steps = effective_max_steps(options.max_steps, options.replay_flags)
     lock, lock_warnings = decide_lock(
-        loaded, resolved, env, options.lock_mode, options.accept_license, options.nproc
+        loaded, resolved, env, options.lock_mode, options.accept_license, options.nproc, steps
     )
     layout = loaded.layout
+    if options.replay_flags is None:  # a replay trains a copy of a commit, outside git
+        ignore_outputs(layout)
     sweep_stale(layout.directory, (layout.adapter.name, layout.segments.name))
     tok, t_tok = _tokens(loaded, resolved, options)
+    card = _card_facts(loaded, resolved, lock, tok)
     if options.nproc > 1:
         from dlm_git.train.launch import fit_ranks
 
-        fit = fit_ranks(loaded, resolved, env, tok, options)
+        fit = fit_ranks(loaded, resolved, env, tok, options, card)
     else:
-        fit = _fit_here(loaded, resolved, env, tok, options)
+        fit = _fit_here(loaded, resolved, env, tok, options, card)
     lock_written = options.lock_mode != "ignore"
     if lock_written:
         write_lock(layout.lock, lock)
@@ -163,6 +177,7 @@ def _base_and_environment(
         loaded.repo_root,
         tiny_dir=options.tiny_dir,
         local_dir=options.base_dir,
+        where=loaded.base_model_at,
     )
     return resolved, prepare(fm.training.seed, run_plan, options.threads)
 
@@ -185,27 +200,41 @@ def _tokens(
     return tok, time.perf_counter() - started
 
 
+def _card_facts(
+    loaded: LoadedDocument, resolved: ResolvedBase, lock: Lock, tok: TokenizeResult
+) -> CardFacts:
+    """What the adapter's card says besides its config and weights (`dlm_git.train.card`)."""
+    from dlm_git.manifest.records import sources_record
+    from dlm_git.train.card import card_facts
+
+    sources_root = sources_record(loaded.sources.recorded()).merkle_root
+    return card_facts(resolved, lock, tok.stream_root, sources_root)
+
+
 def _fit_here(
     loaded: LoadedDocument,
     resolved: ResolvedBase,
     env: Environment,
     tok: TokenizeResult,
     options: TrainOptions,
+    card: CardFacts,
 ) -> Fitted:
     """Train in this process, then install the adapter (and segment snapshots)."""
     run = build_training(loaded, resolved, env.device, tok, options.segment_every)
-    result, seconds = _fit(run, tok, options.quiet)
-    record, segments = _install_adapter(run, loaded.layout, loaded.doc.frontmatter.base_model)
+    result, seconds = _fit(run, tok, options.quiet, _outline(loaded, run, tok))
+    record, segments = _install_adapter(run, loaded.layout, card)
     return Fitted(run.config, result, record, segments, seconds)
 
 
-def _fit(run: TrainingRun, tok: TokenizeResult, quiet: bool) -> tuple[LoopResult, float]:
+def _fit(
+    run: TrainingRun, tok: TokenizeResult, quiet: bool, plan: Outline
+) -> tuple[LoopResult, float]:
     from dlm_git.train.loop import train_loop
 
     boundary = run.segments.on_boundary if run.segments is not None else None
     started = time.perf_counter()
     try:
-        with _progress_bar(quiet) as update:
+        with _progress_bar(quiet, plan) as update:
             result = train_loop(
                 run.model,
                 tok.sequences,
@@ -222,14 +251,17 @@ def _fit(run: TrainingRun, tok: TokenizeResult, quiet: bool) -> tuple[LoopResult
 
 
 def _install_adapter(
-    run: TrainingRun, layout: DocLayout, base_spec: str
+    run: TrainingRun, layout: DocLayout, card: CardFacts
 ) -> tuple[AdapterRecord, SegmentsRecord | None]:
-    """Save the adapter through a staging directory and install it (then the segments)."""
+    """Save the adapter and its card through a staging directory and install it (then the
+    segments)."""
     from dlm_git.train.adapter import install_dir, save_adapter, staging_dir
+    from dlm_git.train.card import write_card
 
     staging = staging_dir(layout.adapter)
     try:
-        save_adapter(run.model, staging, base_spec)
+        save_adapter(run.model, staging, card.hub)
+        write_card(staging, card, run.config)
         record = adapter_record(staging)
     except BaseException:
         import shutil
@@ -246,59 +278,22 @@ def _install_adapter(
     return record, None
 
 
-PROGRESS_REFRESH_S = 0.1
-
-
 @contextlib.contextmanager
-def _progress_bar(quiet: bool) -> Iterator[ProgressFn | None]:
-    """A progress bar on a terminal's stderr (None: quiet, or not a terminal).
+def _progress_bar(quiet: bool, plan: Outline) -> Iterator[ProgressFn | None]:
+    """The plan line and progress on a terminal's stderr (None: quiet, or not a
+    terminal): `dlm_git.train.progress`. It draws no random number, and the loop calls it
+    under `kept_rngs`, so the records of a run on a terminal are those of the same run
+    piped (tests/integration/test_train_terminal.py)."""
+    shown = display(plan, quiet)
+    yield None if shown is None else shown.update
 
-    Importing rich draws from Python's `random` (`rich.style` seeds a counter with
-    `getrandbits`), so its import, start and stop run under `kept_rngs`, and it never
-    refreshes from a thread of its own: it renders only inside the loop's progress
-    callback, which the loop runs under `kept_rngs` too. The records of a run on a
-    terminal are therefore those of the same run piped (tests/integration/test_train_terminal.py).
-    """
-    from dlm_git.train.loop import kept_rngs
 
-    if quiet or not sys.stderr.isatty():
-        yield None
-        return
-    with kept_rngs():
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
+def _outline(loaded: LoadedDocument, run: TrainingRun, tok: TokenizeResult) -> Outline:
+    """What the progress display announces: the run's steps, epochs and tokens."""
+    from dlm_git.train.loop import micro_batches_per_epoch, total_steps
 
-        prog = Progress(
-            TextColumn("train"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]:.4f}"),
-            TextColumn("{task.fields[tps]:.0f} tok/s"),
-            TimeRemainingColumn(),
-            transient=True,
-            auto_refresh=False,
-        )
-        prog.start()
-    started = time.perf_counter()
-    state: dict[str, Any] = {"task": None, "shown": 0.0}
-
-    def update(step: int, total: int, loss: float, tokens: int) -> None:
-        if state["task"] is None:
-            state["task"] = prog.add_task("train", total=total, loss=loss, tps=0.0)
-        now = time.perf_counter()
-        due = step == total or now - state["shown"] >= PROGRESS_REFRESH_S
-        tps = tokens / max(1e-9, now - started)
-        prog.update(state["task"], completed=step, loss=loss, tps=tps, refresh=due)
-        if due:
-            state["shown"] = now
-
-    try:
-        yield update
-    finally:
-        with kept_rngs():
-            prog.stop()
+    cfg = run.loop_cfg
+    batches = micro_batches_per_epoch(len(tok.sequences), cfg.micro_batch_size)
+    per_epoch = math.ceil(batches / cfg.group_size)
+    steps = total_steps(len(tok.sequences), cfg)
+    return outline_of(str(loaded.doc.path), steps, per_epoch, tok.tokens)

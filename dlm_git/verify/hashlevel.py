@@ -5,7 +5,8 @@ Invariants:
 - `verify COMMIT` and `verify --worktree` run this one function; what differs is only
   where the bytes come from (`DocAt`) and what the run shares (`Run`: the bases read,
   the signing keys, whether a base may be built).
-- The order is the table's: `pipeline.documents` (commits), the record checks, sources
+- The order is the table's: `pipeline.documents` (commits), `docset.dlm_id` (against
+  every document of the same tree), the record checks, sources
   and sections, then the adapter's files, tensors and structure, the base and
   `dvc.lock`'s binding, then the signature. A check whose input is absent on this
   machine is ABSENT: a commit's absent adapter is one absent `adapter.files` (the rest
@@ -27,6 +28,7 @@ from dlm_git.contract.adapter import (
     dvc_binding,
     structure_check,
 )
+from dlm_git.contract.dlm_ids import id_check, shared_in
 from dlm_git.contract.outcome import Checks
 from dlm_git.contract.records import Records, record_checks
 from dlm_git.contract.signature import signature_checks
@@ -34,7 +36,7 @@ from dlm_git.contract.sources import sources_checks
 from dlm_git.docat import AdapterAt, DocAt, Rev
 from dlm_git.dvcfiles import DvcRecordError
 from dlm_git.layout import ADAPTER_WEIGHTS
-from dlm_git.verify.locate import locate_base_dir
+from dlm_git.verify.locate import base_missing, locate_base_dir
 from dlm_git.verify.report import DocReport, verdict_of
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ def check_document(
     checks, notes = Checks(), []
     if listing is not None:
         checks.add("pipeline.documents", *listing)
+    if doc.dlm_name is not None:
+        checks.items.append(id_check(doc.rel, shared_in(doc.tree, [doc.rel]), hint=True))
     records = record_checks(checks, doc)
     if records is not None and doc.dlm_name is not None:
         sources_checks(checks, doc, records.manifest, work / "tree")
@@ -107,10 +111,13 @@ def _adapter_level(
         build=run.build_base,
         revision=manifest["base"]["revision"],
     )
-    if base_dir is None and doc.tree.where is not Rev.WORKTREE:
-        notes.append(f"base {manifest['base']['spec']} is not available on this machine")
-    structure_check(checks, manifest, adapter, base_dir, run.bases)
-    base_check(checks, manifest, base_dir, run.bases)
+    missing = None
+    if base_dir is None:
+        missing = base_missing(manifest["base"]["spec"], run.root / doc.rel, run.root)
+        if doc.tree.where is not Rev.WORKTREE:
+            notes.append(missing)
+    structure_check(checks, manifest, adapter, base_dir, run.bases, missing)
+    base_check(checks, manifest, base_dir, run.bases, missing)
     if run.use_dvc:
         files = adapter.files if adapter is not None else None
         dvc_binding(checks, doc.dvc_lock, doc.rel, files, run.root)

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from dlm_git.base.spec import REV_RE
 from dlm_git.errors import missing_stack_module
 from dlm_git.layout import PIPELINE_TINY_DIR
+
+if TYPE_CHECKING:
+    from dlm_git.base.resolve import LocatedBase
 
 TINY_REVISION_RE = re.compile(r"^tiny-[0-9a-f]{16}$")
 
@@ -44,6 +49,8 @@ def locate_base_dir(
 
     try:
         located = locate_base(spec, doc_dir, repo_root)
+        if located.spec.registry_key is not None:
+            return _recorded_snapshot(located, revision)
         if located.spec.kind != "builtin":
             return located.path if located.available else None
         if revision is not None and TINY_REVISION_RE.match(revision):
@@ -69,3 +76,35 @@ def locate_base_dir(
             return None
     except BaseModelError:
         return None
+
+
+def _recorded_snapshot(located: LocatedBase, revision: str | None) -> Path | None:
+    """A registry key's base at the revision the record names. The key's pinned revision
+    may differ from the one an older dlm-git resolved (the cache's `refs/main`) and
+    recorded: the record says which snapshot trained the adapter. Only a 40-hex name is
+    looked up, beside the key's own snapshot."""
+    if revision is None or revision == located.revision or located.path is None:
+        return located.path if located.available else None
+    if not REV_RE.fullmatch(revision):
+        return None
+    snapshot = located.path.parent / revision
+    return snapshot if snapshot.is_dir() else None
+
+
+def base_missing(spec: str, doc_dir: Path, repo_root: Path) -> str:
+    """Why `locate_base_dir` found no base for `spec`, with where it looked: the Hugging
+    Face cache directory and the setting that chose it, or the local directory."""
+    from dlm_git.base.errors import BaseModelError
+    from dlm_git.base.resolve import hf_cache_setting, locate_base
+
+    try:
+        located = locate_base(spec, doc_dir, repo_root)
+    except BaseModelError as exc:
+        return f"base {spec} cannot be used here: {exc.message}"
+    if located.spec.kind == "builtin":
+        return f"base {spec} is not built on this machine (the git hooks never build one)"
+    where = located.note
+    if located.spec.kind == "hf":
+        root, setting = hf_cache_setting()
+        where += f"; the cache root {root} comes from {setting}"
+    return f"base {spec} is not available on this machine: {where}"

@@ -90,8 +90,31 @@ def recorded_setup(
             f" (replay {where_it_runs(profile, flags)})"
         )
         return absent("replay.profile", why), Verdict.CANNOT_VERIFY
+    moved = registry_pin_moved(lock)
+    if moved is not None:
+        return absent("replay.profile", moved), Verdict.CANNOT_VERIFY
     base_dir = local_base_dir(root, doc_rel, lock.get("base_model"))
     return Setup(profile, flags, threads, base_dir, nproc)
+
+
+def registry_pin_moved(lock: Mapping[str, Any]) -> str | None:
+    """Why a replay cannot retrain on the recorded base: the lock names a registry key at
+    a revision other than the key's pin (a record an older dlm-git made from the cache's
+    `refs/main`), and a replay resolves the key to its pin, another snapshot. None when
+    the replay trains on the recorded base."""
+    from dlm_git.base.registry import REGISTRY
+    from dlm_git.base.spec import REV_RE
+
+    key, revision = lock.get("base_model"), lock.get("base_model_revision")
+    entry = REGISTRY.get(key) if isinstance(key, str) else None
+    if entry is None or entry.revision is None or revision == entry.revision:
+        return None
+    named = revision if isinstance(revision, str) and REV_RE.fullmatch(revision) else "another"
+    return (
+        f"cannot replay: dlm.lock records {key} at revision {named}, not its pinned "
+        f"{entry.revision} (recorded before registry keys were pinned); a replay trains "
+        "on the pinned snapshot, another base (the hash level checks the recorded one)"
+    )
 
 
 def _plain_json(value: object) -> bool:

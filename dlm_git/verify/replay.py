@@ -35,7 +35,15 @@ from typing import TYPE_CHECKING, Any
 from dlm_git import docat, gitio
 from dlm_git.contract.outcome import Check, Outcome, absent, failed, judged, passed
 from dlm_git.errors import DlmGitError, UsageError
-from dlm_git.layout import ADAPTER_DIR, ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAME
+from dlm_git.layout import (
+    ADAPTER_CARD,
+    ADAPTER_CONFIG,
+    ADAPTER_DIR,
+    ADAPTER_WEIGHTS,
+    LEGACY_ADAPTER_FILES,
+    LOCK_NAME,
+    MANIFEST_NAME,
+)
 from dlm_git.numerics.judge import expect_bits
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
@@ -153,6 +161,9 @@ def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> Doc
     ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
     notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
     other_files = _other_files_differ(done.root, done.sha, report.doc, done.outcome)
+    if other_files and _older_form(done):
+        other_files = ""
+        notes.append(OLDER_FORM_NOTE)
     if recorded_sha is None or done.outcome.adapter_sha256 != recorded_sha:
         check, verdict, why = _compare_unequal(done, tolerance)
         return _with(report, [*checks, check], verdict, [*notes, *why])
@@ -283,6 +294,39 @@ def _other_files_differ(root: Path, sha: str, doc_rel: str, outcome: TrainOutcom
     after = {name: f.sha256 for name, f in outcome.manifest.adapter.files.items()}
     names = sorted((set(before) | set(after)) - {ADAPTER_WEIGHTS})
     return ", ".join(n for n in names if before.get(n) != after.get(n))
+
+
+OLDER_FORM_NOTE = (
+    "the record is dlm-git's adapter form from before the model card (the base spec in "
+    "adapter_config.json, no README.md): this replay wrote the current form, and the "
+    "older form of its files is byte-identical to the record"
+)
+
+
+def _older_form(done: _Replayed) -> bool:
+    """Whether the commit's adapter is the pre-card form of the replayed one: it records
+    exactly `LEGACY_ADAPTER_FILES`, and the replayed config, put back in the older form
+    (`legacy_adapter_config`), has the recorded sha256. Then the replayed directory is put
+    in that form, so that checks of its bytes judge what the commit records."""
+    from dlm_git.hashing import sha256_bytes
+    from dlm_git.manifest.records import read_manifest_bytes
+    from dlm_git.safeparse import load_json
+    from dlm_git.train.adapter import legacy_adapter_config
+
+    data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
+    try:
+        recorded = read_manifest_bytes(data, MANIFEST_NAME).adapter.files if data else {}
+        config = load_json((done.adapter_dir / ADAPTER_CONFIG).read_bytes())
+    except (DlmGitError, OSError, ValueError):
+        return False
+    if set(recorded) != set(LEGACY_ADAPTER_FILES) or not isinstance(config, dict):
+        return False
+    older = legacy_adapter_config(config, done.outcome.manifest.base.spec)
+    if sha256_bytes(older) != recorded[ADAPTER_CONFIG].sha256:
+        return False
+    (done.adapter_dir / ADAPTER_CONFIG).write_bytes(older)
+    (done.adapter_dir / ADAPTER_CARD).unlink(missing_ok=True)
+    return True
 
 
 def _adapter_absent_only(report: DocReport) -> bool:

@@ -52,7 +52,9 @@ def replay_segments(
     from dlm_git.doc.load import load_document
     from dlm_git.doc.sources import Outside
     from dlm_git.numerics.prepare import prepare
+    from dlm_git.train.doc_params import doc_key, read_doc_params, with_params
     from dlm_git.train.pipeline import tokenize_document
+    from dlm_git.train.smoke import recorded_max_steps, smoke_flags, with_max_steps
     from dlm_git.versions import pinned_versions
 
     setup, run_plan, recorded_versions = pinned
@@ -61,6 +63,9 @@ def replay_segments(
     if docat.materialize(root, doc_rel, sha, tree) is None:
         raise DlmGitError(doc_rel, "no single .dlm in the document directory at this commit")
     loaded = load_document(tree / doc_rel, Outside.REFUSE)  # a commit's inputs only
+    loaded = with_params(loaded, read_doc_params(loaded.repo_root, doc_key(loaded)).training)
+    limit = recorded_max_steps(setup.flags)  # a `--max-steps` run's limit, as the lock says
+    loaded = with_max_steps(loaded, limit)
     training = loaded.doc.frontmatter.training
     resolved = resolve_base(
         loaded.doc.frontmatter.base_model,
@@ -70,8 +75,9 @@ def replay_segments(
     )
     env = prepare(training.seed, run_plan, setup.threads)
     device = env.device
+    replayed = {**env.flags, **smoke_flags(limit)}  # the replay runs with the limit too
     expectation = expect_bits(
-        setup.flags, env.flags, recorded_versions, pinned_versions(), env.hardware.tier
+        setup.flags, replayed, recorded_versions, pinned_versions(), env.hardware.tier
     )
     tok = tokenize_document(loaded, resolved, use_cache=False)
     if tok.stream_root != manifest.tokens.root:
@@ -96,13 +102,19 @@ class Replay:
         from safetensors.numpy import load
 
         from dlm_git.hashing import float_hex
-        from dlm_git.train.assemble import build_model, loop_config, resolve_precision
+        from dlm_git.train.assemble import (
+            build_model,
+            loop_config,
+            quiet_libraries,
+            resolve_precision,
+        )
         from dlm_git.train.loop import make_trainer, train_loop
         from dlm_git.train.segments import capture, encode_boundary, parse_meta, restore
 
         start_step, start_meta, start_blob = boundaries[index - 1]
         end_step, end_meta, _ = boundaries[index]
         training, device, tok = self.training, self.device, self.tok
+        quiet_libraries()  # no loading bars or advisory warnings in a verify's output
         model, _ = build_model(self.base, training, device)
         precision = resolve_precision(training.precision, device)
         cfg = loop_config(training, device, precision, tok.pad_id)

@@ -72,7 +72,11 @@ def test_init_scaffolds_and_second_run_changes_nothing(
     stages = yaml.safe_load((git_repo / "dvc.yaml").read_text("utf-8"))["stages"]
     assert stages == STAGES
     params = yaml.safe_load((git_repo / "params.yaml").read_text("utf-8"))
-    assert params == {"documents": [DOC], "pipeline": DEFAULT_PIPELINE_PARAMS}
+    assert params == {
+        "documents": [DOC],
+        "pipeline": DEFAULT_PIPELINE_PARAMS,
+        "docs": {DOC: {"training": {}}},  # train@<doc> depends on docs.<doc>
+    }
     ignored = (git_repo / ".gitignore").read_text("utf-8").splitlines()
     assert ".dlm-git/" in ignored and "run.json" in ignored
     assert (git_repo / ".dvc").is_dir()
@@ -168,10 +172,9 @@ def test_init_merges_into_existing_dvc_files(
     assert files_of(git_repo, "dvc.yaml", "params.yaml", ".gitignore") == before
     code, out, err = run_cli("init", "--doc", "second", "--no-hooks")
     assert code == 0, err
-    assert yaml.safe_load((git_repo / "params.yaml").read_text("utf-8"))["documents"] == [
-        DOC,
-        "second",
-    ]
+    params = yaml.safe_load((git_repo / "params.yaml").read_text("utf-8"))
+    assert params["documents"] == [DOC, "second"]
+    assert params["docs"] == {DOC: {"training": {}}, "second": {"training": {}}}
     assert (git_repo / "dvc.yaml").read_bytes() == before["dvc.yaml"]
     assert "# keep half" in (git_repo / "params.yaml").read_text("utf-8")
 

@@ -89,6 +89,22 @@ def test_max_count_limits_the_entries(forge: Any) -> None:
     assert entry["acceptance"]["chained"] is True  # judged against the lock before it
 
 
+def test_max_count_windows_the_entries_not_what_they_are_judged_against(forge: Any) -> None:
+    """`-n` changes what is shown, never the count of the lineage or whether an adapter is
+    new: that is decided against the entry's real parent, not the window (issue 25)."""
+    accept(forge, "threads", 1)
+    result = forge._call_main(["log", "-n", "1", "--json"])
+    (doc,) = result.payload["documents"]
+    (entry,) = doc["entries"]
+    assert doc["total"] == 2
+    assert entry["adapter_changed"] is False  # the lock moved, the adapter did not
+    shown = forge._call_main(["log", "-n", "1"]).stdout
+    whole = forge._call_main(["log"]).stdout
+    assert shown.splitlines()[0] == f"{DOC}: 2 record change(s), the newest 1 shown"
+    assert whole.splitlines()[0] == f"{DOC}: 2 record change(s)"
+    assert "(new)" not in shown and whole.count("(new)") == 1
+
+
 def test_signatures_are_judged_with_this_machines_trust(forge: Any, tmp_path: Path) -> None:
     pytest.importorskip("model_signing")
     keys = tmp_path / "keys"

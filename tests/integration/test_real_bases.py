@@ -27,10 +27,12 @@ from typing import Any
 
 import pytest
 
+from dlm_git.base.registry import REGISTRY
 from tests.support.cli import one_line_error
 from tests.support.demo import write_demo
 from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
+from tests.support.hub import stand_in
 
 pytestmark = pytest.mark.slow
 
@@ -60,6 +62,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ):
         proc = cli("base", "build", *args, "--hf-cache", root)
         assert proc.returncode == 0, proc.stderr
+    stand_in(root, "smollm2-135m")  # the key resolves to its pin only
     return root
 
 
@@ -124,13 +127,14 @@ def test_smollm2_135m_shape_trains_bit_exact_replays_bitwise_and_loads_in_peft(
     tmp_path: Path, hub: Path
 ) -> None:
     env = {"HF_HUB_CACHE": str(hub)}
-    revision, snap = snapshot_of(hub, "HuggingFaceTB/SmolLM2-135M-Instruct")
+    _, snap = snapshot_of(hub, "HuggingFaceTB/SmolLM2-135M-Instruct")
+    revision = REGISTRY["smollm2-135m"].revision
     config = json.loads((snap / "config.json").read_text("utf-8"))
     assert (config["hidden_size"], config["num_hidden_layers"]) == (576, 30)
     assert (config["num_attention_heads"], config["num_key_value_heads"]) == (9, 3)
     assert config["intermediate_size"] == 1536 and config["tie_word_embeddings"] is True
 
-    # the registry key resolves to refs/main of the local cache; `dvc repro` trains it
+    # the registry key resolves to its pinned snapshot in the local cache; `dvc repro` trains
     repo = pipeline_repo(tmp_path, "smol", "smollm2-135m")
     proc = dvc(repo, "repro", env=env)
     assert proc.returncode == 0, proc.stdout

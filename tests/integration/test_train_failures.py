@@ -69,8 +69,8 @@ def test_failure_while_saving_the_adapter_leaves_outputs_untouched(
 
     real = adapter.save_adapter
 
-    def half_save(model: Any, staging: Path, base_spec: str) -> None:
-        real(model, staging, base_spec)
+    def half_save(model: Any, staging: Path, base: adapter.HubBase) -> None:
+        real(model, staging, base)
         (staging / "adapter_model.safetensors").write_bytes(b"partial")
         raise OSError(28, "No space left on device")
 

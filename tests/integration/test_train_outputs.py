@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 # The fixtures `trained_once`, `trained_repo`, `train` and `run_cli` come from conftest.py.
 DOC_NAME = "demo.dlm"
 COMMITTED = ("dlm.lock", "manifest.json", "metrics.json", "train_loss.tsv")
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+ADAPTER_FILES = ("README.md", "adapter_config.json", "adapter_model.safetensors")
 TEXT_OUTPUTS = (*COMMITTED, "adapter/adapter_config.json")
 
 
@@ -110,7 +110,8 @@ def test_adapter_directory_and_config(trained_once: Trained) -> None:
     data = (adapter / "adapter_config.json").read_bytes()
     config = json.loads(data)
     assert data == canonical_json(config)
-    assert config["base_model_name_or_path"] == "builtin:tiny"
+    # builtin:tiny is not on the Hub: the config names no base (load it by directory)
+    assert config["base_model_name_or_path"] is None and config["revision"] is None
     modules = config["target_modules"]
     assert isinstance(modules, list) and len(modules) > 1
     assert modules == sorted(modules)
@@ -214,8 +215,9 @@ def test_manifest_binds_inputs_and_outputs(trained_once: Trained) -> None:
 
     metrics = json.loads(files["metrics.json"])
     assert manifest["training"]["steps"] == metrics["steps"] == 3
-    assert manifest["training"]["final_loss_hex"] == metrics["final_loss_hex"]
-    assert float.fromhex(metrics["final_loss_hex"]) == metrics["final_loss"]
+    # the exact bits live in the records; the metrics file holds what `dvc metrics` shows
+    assert "final_loss_hex" not in metrics
+    assert float.fromhex(manifest["training"]["final_loss_hex"]) == metrics["final_loss"]
     loss_lines = files["train_loss.tsv"].decode().splitlines()
     assert loss_lines[0] == "step\tloss" and len(loss_lines) == 4
     assert float(loss_lines[-1].split("\t")[1]) == metrics["final_loss"]

@@ -14,7 +14,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
-from dlm_git.base.registry import REGISTRY
+from dlm_git.base.registry import REGISTRY, RegistryEntry
 from dlm_git.base.resolve import (
     base_identity,
     hf_cache_root,
@@ -22,12 +22,14 @@ from dlm_git.base.resolve import (
     resolve_base,
     tokenizer_sha256,
 )
-from dlm_git.base.spec import BaseSpec, parse_base_spec
+from dlm_git.base.spec import REV_RE, BaseSpec, parse_base_spec
 from dlm_git.errors import DlmGitError
 from dlm_git.hashing import canonical_json_sha256, digest_tensor_bytes, tensor_root
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 REV2 = "fedcba9876543210fedcba9876543210fedcba98"
+SMOLLM2_135M_PIN = "12fd25f77366fa6b3b4b768ec3050bf629380bac"
+UNPINNED = "unpinned-key"  # a registry entry whose revision could not be confirmed
 
 ORIGINAL_DLM_KEYS = [
     "smollm2-135m",
@@ -64,7 +66,7 @@ ORIGINAL_DLM_KEYS = [
                 "hf",
                 "smollm2-135m",
                 "HuggingFaceTB/SmolLM2-135M-Instruct",
-                None,
+                SMOLLM2_135M_PIN,
                 registry_key="smollm2-135m",
             ),
         ),
@@ -118,7 +120,8 @@ def test_registry_keys_map_to_hf_specs(key: str) -> None:
     assert spec.registry_key == key
     assert spec.raw == key
     assert spec.name == REGISTRY[key].repo_id
-    assert spec.revision is None  # resolved from the local HF cache, never invented
+    assert spec.revision == REGISTRY[key].revision  # the original tool's pin, cited
+    assert spec.revision is not None and REV_RE.fullmatch(spec.revision)
 
 
 def test_registry_repo_ids() -> None:
@@ -213,12 +216,19 @@ def test_missing_hf_snapshot_not_available(hub: Path, tmp_path: Path) -> None:
 
 def test_missing_registry_base_not_available(hub: Path, tmp_path: Path) -> None:
     located = locate_base("smollm2-135m", tmp_path)
-    assert (located.available, located.revision, located.path) == (False, None, None)
+    snapshot = hub / "models--HuggingFaceTB--SmolLM2-135M-Instruct" / "snapshots"
+    assert (located.available, located.revision) == (False, SMOLLM2_135M_PIN)
+    assert located.path == snapshot / SMOLLM2_135M_PIN
     assert str(hub / "models--HuggingFaceTB--SmolLM2-135M-Instruct") in located.note
     with pytest.raises(BaseNotAvailableError) as info:
         resolve_base("smollm2-135m", tmp_path)
-    assert info.value.hint is not None
-    assert "hf download HuggingFaceTB/SmolLM2-135M-Instruct --revision" in info.value.hint
+    hint = info.value.hint
+    assert hint is not None and "<revision>" not in hint
+    pinned = REGISTRY["smollm2-135m"].revision
+    # the download fits the spec form: a registry key names its pin, or none (refs/main)
+    command = "hf download HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert f"`{command}{f' --revision {pinned}' if pinned else ''}`" in hint
+    assert "HF_HUB_CACHE" in hint
 
 
 def test_other_revision_in_cache_does_not_satisfy_pin(hub: Path, tmp_path: Path) -> None:
@@ -249,28 +259,44 @@ def test_fake_hf_cache_resolves_with_identity(hub: Path, tmp_path: Path) -> None
     )
 
 
-def test_registry_key_resolves_via_refs_main(hub: Path, tmp_path: Path) -> None:
-    snap = fake_hf_snapshot(hub, "HuggingFaceTB/SmolLM2-135M-Instruct", REV)
-    fake_hf_snapshot(hub, "HuggingFaceTB/SmolLM2-135M-Instruct", REV2, main=False)
+def test_registry_key_resolves_to_its_pin_never_refs_main(hub: Path, tmp_path: Path) -> None:
+    pinned = fake_hf_snapshot(hub, "HuggingFaceTB/SmolLM2-135M-Instruct", SMOLLM2_135M_PIN)
+    fake_hf_snapshot(hub, "HuggingFaceTB/SmolLM2-135M-Instruct", REV)  # refs/main: another
     located = locate_base("smollm2-135m", tmp_path)
-    assert (located.available, located.path, located.revision) == (True, snap, REV)
+    assert (located.available, located.path, located.revision) == (
+        True,
+        pinned,
+        SMOLLM2_135M_PIN,
+    )
     resolved = resolve_base("smollm2-135m", tmp_path)
-    assert resolved.identity.revision == REV
+    assert resolved.identity.revision == SMOLLM2_135M_PIN
     assert resolved.spec.registry_key == "smollm2-135m"
-    # moving refs/main moves the registry key (the lock is what pins it)
-    ref = hub / "models--HuggingFaceTB--SmolLM2-135M-Instruct" / "refs" / "main"
-    ref.write_text(REV2, "utf-8")
-    assert locate_base("smollm2-135m", tmp_path).revision == REV2
 
 
-def test_refs_main_pointing_at_missing_snapshot(hub: Path, tmp_path: Path) -> None:
-    repo_dir = hub / "models--Qwen--Qwen2.5-3B-Instruct"
+def test_an_unpinned_registry_key_resolves_via_refs_main(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(REGISTRY, UNPINNED, RegistryEntry("org/name", None, "apache-2.0"))
+    snap = fake_hf_snapshot(hub, "org/name", REV)
+    fake_hf_snapshot(hub, "org/name", REV2, main=False)
+    located = locate_base(UNPINNED, tmp_path)
+    assert (located.available, located.path, located.revision) == (True, snap, REV)
+    # moving refs/main moves an unpinned key (the lock is what pins it)
+    (hub / "models--org--name" / "refs" / "main").write_text(REV2, "utf-8")
+    assert locate_base(UNPINNED, tmp_path).revision == REV2
+
+
+def test_refs_main_pointing_at_missing_snapshot(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(REGISTRY, UNPINNED, RegistryEntry("org/name", None, "apache-2.0"))
+    repo_dir = hub / "models--org--name"
     (repo_dir / "refs").mkdir(parents=True)
     (repo_dir / "refs" / "main").write_text(REV, "utf-8")
-    located = locate_base("qwen2.5-3b", tmp_path)
+    located = locate_base(UNPINNED, tmp_path)
     assert (located.available, located.revision) == (False, REV)
     with pytest.raises(BaseNotAvailableError) as info:
-        resolve_base("qwen2.5-3b", tmp_path)
+        resolve_base(UNPINNED, tmp_path)
     assert REV in str(info.value)
 
 
@@ -424,14 +450,17 @@ def test_builtin_tiny_is_located_without_building(
     assert not cache.exists()  # locating never builds
 
 
-def test_refs_main_holding_no_revision_is_not_a_path(hub: Path, tmp_path: Path) -> None:
-    repo_dir = hub / "models--Qwen--Qwen2.5-3B-Instruct"
+def test_refs_main_holding_no_revision_is_not_a_path(
+    hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(REGISTRY, UNPINNED, RegistryEntry("org/name", None, "apache-2.0"))
+    repo_dir = hub / "models--org--name"
     (repo_dir / "refs").mkdir(parents=True)
     (repo_dir / "refs" / "main").write_text("../../../etc\n", "utf-8")
-    located = locate_base("qwen2.5-3b", tmp_path)
+    located = locate_base(UNPINNED, tmp_path)
     assert (located.available, located.path, located.revision) == (False, None, None)
     with pytest.raises(BaseNotAvailableError, match="40-hex"):
-        resolve_base("qwen2.5-3b", tmp_path)
+        resolve_base(UNPINNED, tmp_path)
 
 
 def test_auto_targets_are_each_familys_block_linears() -> None:

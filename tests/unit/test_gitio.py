@@ -117,6 +117,6 @@ def test_run_reports_an_untrained_staged_document(
     assert err == [
         "dlm-git: WARN doc: doc.trained: document not trained yet (no manifest.json, no"
         " dlm.lock) "
-        "(run `dvc repro` (or `dlm-git train`) and stage the results)",
+        "(run `dlm-git train doc` and stage the results)",  # no DVC pipeline here
         "dlm-git: 0 error(s), 1 warning(s) in 1 document(s): ok",
     ]

@@ -44,9 +44,10 @@ def test_records_json_cannot_carry_read_as_none(data: bytes) -> None:
 
 
 def test_equal_tensors_with_non_finite_values_are_equal() -> None:
-    a = {"t.lora_A.weight": np.array([np.inf, 1.0, np.nan])}
-    (delta,) = compare(a, {k: v.copy() for k, v in a.items()}).tensors
-    assert (delta.rel_l2, delta.max_abs) == (0.0, 0.0)
+    a = {"t.lora_A.weight": np.array([[np.inf, 1.0, np.nan]]), "t.lora_B.weight": np.ones((2, 1))}
+    delta = compare(a, {k: v.copy() for k, v in a.items()}, (2.0, 2.0))
+    assert {(t.rel_l2, t.max_abs) for t in delta.tensors} == {(0.0, 0.0)}
+    assert [g.rel_l2 for g in delta.modules + delta.layers] == [0.0, 0.0]  # ΔW too
 
 
 def test_a_parent_line_after_the_author_is_not_a_parent() -> None:

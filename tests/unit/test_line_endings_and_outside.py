@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from dlm_git.doc.compare import compare_sources
 from dlm_git.doc.errors import SourcesError
 from dlm_git.doc.parser import parse_document
 from dlm_git.doc.peek import directive_root, leaves_repository, outside_sources
-from dlm_git.doc.sources import Outside, compare_sources, expand_sources
+from dlm_git.doc.sources import Outside, expand_sources
 from dlm_git.hashing import TextForm, canonical_text, digest_text
 from tests.support.docs import WriteDoc
 from tests.support.sources import put

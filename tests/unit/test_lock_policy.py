@@ -18,6 +18,12 @@ from dlm_git.severity import Severity
 from tests.support.records import lock_record
 
 LOCK = lock_record()
+RANKS_2 = {
+    "world_size": 2,
+    "backend": "gloo",
+    "bucket_elements": 4194304,
+    "sharding": "group-stride",
+}
 
 
 def lock(**changes: Any) -> dict[str, Any]:
@@ -174,8 +180,26 @@ def test_every_difference_is_reported_in_field_order() -> None:
 def test_describe_shows_old_and_new() -> None:
     finding = only(classify(LOCK, lock(seed=7)))
     assert finding.describe() == "seed changed: 42 -> 7"
-    long = only(classify(LOCK, lock(hardware_tier="x" * 200)))
-    assert len(long.describe()) < 200 and long.describe().endswith("...")
+    tier = only(classify(LOCK, lock(hardware_tier="x" * 200)))
+    assert tier.describe().endswith("-> '" + "x" * 200 + "'")  # whole, never cut short
+    hostile = only(classify(LOCK, lock(hardware_tier="y" * 10_000)))
+    assert hostile.describe().endswith("'" + "y" * 200 + "' (and 9800 more characters)")
+
+
+def test_a_world_size_change_is_described_in_full() -> None:
+    """The WARN names every key of the distributed record that changed, never a dict cut
+    off at "..." (issue 25)."""
+    one = lock()
+    two = lock(determinism_flags={**LOCK["determinism_flags"], "distributed": RANKS_2})
+    four = copy.deepcopy(two)
+    four["determinism_flags"]["distributed"]["world_size"] = 4
+    assert only(classify(one, two)).describe() == (
+        "determinism_flags.distributed changed: None -> {'world_size': 2, 'backend': 'gloo',"
+        " 'bucket_elements': 4194304, 'sharding': 'group-stride'}"
+    )
+    assert only(classify(two, four)).describe() == (
+        "determinism_flags.distributed.world_size changed: 2 -> 4"
+    )
 
 
 # --------------------------------------------------------------------------- strict mode

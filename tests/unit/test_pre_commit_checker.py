@@ -773,7 +773,7 @@ def test_params_naming_a_missing_directory_is_an_error(
         " holds no .dlm (list each document directory under `documents:` in params.yaml)",
         "dlm-git: WARN doc: doc.trained: document not trained yet (no manifest.json, no"
         " dlm.lock)"
-        " (run `dvc repro` (or `dlm-git train`) and stage the results)",
+        " (run `dlm-git train doc` and stage the results)",  # no dvc.yaml: no pipeline
         "dlm-git: 2 error(s), 1 warning(s) in 2 document(s): commit refused",
     ]
 

@@ -1,4 +1,4 @@
-"""A record's source names against today's path rule (`doc.sources.compare_sources`).
+"""A record's source names against today's path rule (`doc.compare.compare_sources`).
 
 A recorded file whose name *under its directive's root* the path rule refuses (a
 backslash, a leading drive `C:`, a `.git` component) is one an older dlm-git took and
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from dlm_git.doc.compare import SourcesComparison, compare_sources
 from dlm_git.doc.errors import SourcesError
 from dlm_git.doc.parser import parse_document
-from dlm_git.doc.sources import SourcesComparison, compare_sources, expand_sources
+from dlm_git.doc.sources import expand_sources
 from dlm_git.doc.walk import SkippedFile
 from tests.support.docs import WriteDoc
 from tests.support.sources import put, sources_yaml
@@ -87,10 +88,11 @@ def test_a_name_no_walk_can_find_is_a_recorded_file_that_is_not_there(
 
 
 def test_a_refused_part_above_the_root_is_no_refusal(git_repo: Path, write_doc: WriteDoc) -> None:
-    """`C:dir` names the directive itself: files under it are taken by their names there
-    (`a.md`), so a recorded `C:dir/b.md` that is not there is gone, not refused."""
-    put(git_repo, "C:dir/a.md", "a\n")
-    doc = write_doc(git_repo, frontmatter=sources_yaml("path: C:dir"))
+    """`C:dir` names the directive itself (`d/C:dir` in the repository: a drive leads no
+    path there): files under it are taken by their names there (`a.md`), so a recorded
+    `C:dir/b.md` that is not there is gone, not refused."""
+    put(git_repo, "d/C:dir/a.md", "a\n")
+    doc = write_doc(git_repo / "d", frontmatter=sources_yaml("path: C:dir"))
     found, _ = compare_with(doc, "C:dir/b.md", "C:dir/sub\\b.md")
     assert found.gone == ("C:dir/b.md",)
     assert found.refused == (SkippedFile("C:dir/sub\\b.md", BACKSLASH),)

@@ -65,7 +65,8 @@ def test_stale_merge_is_refused(repo: Path) -> None:
     assert lines == [
         f"dlm-git: ERROR {DOC}: doc.sha256: {DLM} changed since it was trained"
         " (manifest.json is stale)"
-        " (run `dvc repro` (or `dlm-git train`) and stage the results)",
+        " (run `dvc repro`, or `dvc commit` after a `dlm-git train` by hand, and stage the"
+        " results)",
         "dlm-git: 1 error(s), 0 warning(s) in 1 document(s): merge refused",
     ], proc.stderr
     assert head(repo) == moved

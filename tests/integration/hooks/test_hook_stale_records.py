@@ -25,6 +25,12 @@ from tests.support.hookrepo import (
 
 pytestmark = pytest.mark.slow
 
+PIPELINE_FIX = (
+    "run `dvc repro`, or `dvc commit` after a `dlm-git train` by hand, and stage the results"
+)
+"""The fix of a stale record in a DVC project: a training by hand alone leaves dvc.lock
+behind (`tests/integration/hooks/test_hook_hand_training.py`), so it is never offered alone."""
+
 
 def test_nothing_concerning_a_document_is_silent(repo: Path) -> None:
     before = head(repo)
@@ -45,7 +51,7 @@ def test_edited_dlm_committed_without_retraining_is_refused(repo: Path) -> None:
     assert (
         f"dlm-git: ERROR {DOC}: doc.sha256: {DLM} changed since it was trained"
         " (manifest.json is stale) "
-        "(run `dvc repro` (or `dlm-git train`) and stage the results)"
+        f"({PIPELINE_FIX})"
     ) in err
     assert "dlm-git: 1 error(s), 0 warning(s) in 1 document(s): commit refused" in err
     # The refused commit left the index as it was: the edit is still staged.
@@ -75,7 +81,7 @@ def test_source_file_edit_without_retraining_is_refused(repo: Path) -> None:
     err = refused(commit(repo, SOURCE), repo, before)  # `git commit <path>`
     assert (
         f"dlm-git: ERROR {DOC}: sources.root: staged sources differ from those manifest.json"
-        " was trained on"
+        f" was trained on (changed: {SOURCE})"  # named as `git status` names it
     ) in err
 
 

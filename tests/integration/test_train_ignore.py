@@ -1,0 +1,106 @@
+"""A training's outputs are ignored by git from the moment they are written.
+
+`dlm-git train` on a new document, in a plain git repository and in a DVC project that
+`dlm-git init` never touched: `git add -A` then stages the records and the document
+directory's `.gitignore`, never `adapter/` (a weight file), `segments/`, `tokens/` or
+`run.json`. The lines are DVC's own form, so a later `dvc repro` of the document adds
+none of its own; outputs git already ignores get no line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.demo import write_fast_demo
+from tests.support.env import run
+from tests.support.gitrepo import git, init_repo
+
+pytestmark = pytest.mark.slow
+
+DOC = "demo"
+LINES = ["/adapter", "/segments", "/tokens", "/run.json", "/.adapter.*", "/.segments.*"]
+NEVER_STAGED = ("adapter/", "segments/", "tokens/", "run.json", ".safetensors")
+
+
+def staged_after_add_all(repo: Path) -> list[str]:
+    git(repo, "add", "-A")
+    return git(repo, "diff", "--cached", "--name-only").split()
+
+
+def outputs_in(paths: list[str]) -> list[str]:
+    return [p for p in paths if any(bit in p for bit in NEVER_STAGED)]
+
+
+def train(repo: Path, *flags: str) -> str:
+    """`dlm-git train demo` by hand in `repo`; its stderr."""
+    return run(["dlm-git", "train", DOC, "-q", "--device", "cpu", *flags], repo).stderr
+
+
+@pytest.fixture
+def plain_repo(tmp_path: Path, base_cache: Path) -> Path:
+    repo = init_repo(tmp_path / "repo")
+    write_fast_demo(repo / DOC)
+    return repo
+
+
+def test_outputs_are_never_staged_outside_a_dvc_project(plain_repo: Path) -> None:
+    err = train(plain_repo)
+    assert (plain_repo / DOC / "adapter" / "adapter_model.safetensors").is_file()
+    assert f"{DOC}/.gitignore: added {', '.join(LINES)}" in err
+    assert (plain_repo / DOC / ".gitignore").read_text().splitlines() == LINES
+    staged = staged_after_add_all(plain_repo)
+    assert outputs_in(staged) == [], staged
+    assert {f"{DOC}/.gitignore", f"{DOC}/dlm.lock", f"{DOC}/manifest.json"} <= set(staged)
+
+
+def test_a_second_training_adds_nothing(plain_repo: Path) -> None:
+    train(plain_repo)
+    before = (plain_repo / DOC / ".gitignore").read_bytes()
+    err = train(plain_repo, "--max-steps", "1")
+    assert "added" not in err
+    assert (plain_repo / DOC / ".gitignore").read_bytes() == before
+
+
+def test_outputs_are_never_staged_in_a_dvc_project(plain_repo: Path) -> None:
+    run(["dvc", "init", "-q"], plain_repo)
+    train(plain_repo)
+    staged = staged_after_add_all(plain_repo)
+    assert outputs_in(staged) == [], staged
+
+
+def test_outputs_git_already_ignores_get_no_line(plain_repo: Path) -> None:
+    (plain_repo / ".gitignore").write_text(
+        "adapter/\nsegments/\ntokens/\nrun.json\n.adapter.*\n.segments.*\n"
+    )
+    (plain_repo / DOC / ".gitignore").write_text("# mine\n/tokens")  # no final newline
+    err = train(plain_repo)
+    assert "added" not in err
+    assert (plain_repo / DOC / ".gitignore").read_text() == "# mine\n/tokens"
+    assert outputs_in(staged_after_add_all(plain_repo)) == []
+
+
+def test_an_existing_gitignore_keeps_its_lines(plain_repo: Path) -> None:
+    (plain_repo / DOC / ".gitignore").write_text("# mine\n/adapter")  # no final newline
+    train(plain_repo)
+    lines = (plain_repo / DOC / ".gitignore").read_text().splitlines()
+    assert lines == ["# mine", "/adapter", *LINES[1:]]
+
+
+def test_dvc_repro_after_a_training_by_hand_writes_no_rule_of_its_own(
+    tmp_path: Path, base_cache: Path
+) -> None:
+    """`dlm-git init` (a pipeline, no ignore lines for the outs), a training by hand, then
+    `dvc repro`: DVC finds each of its outs ignored already, so the document's .gitignore
+    holds each line once, and nothing it wrote is staged."""
+    repo = init_repo(tmp_path / "repo")
+    run(["dlm-git", "init", "--doc", DOC, "--no-hooks"], repo)
+    doc = repo / DOC / f"{DOC}.dlm"
+    doc.write_text(doc.read_text().replace("max_steps: 20", "max_steps: 2"))
+    assert "added /adapter, /segments, /tokens" in train(repo)
+    run(["dvc", "repro", "-q"], repo)
+    lines = (repo / DOC / ".gitignore").read_text().splitlines()
+    assert sorted(lines) == sorted(set(lines)), lines
+    assert {"/adapter", "/segments", "/tokens"} <= set(lines)
+    assert outputs_in(staged_after_add_all(repo)) == []

@@ -1,0 +1,76 @@
+"""`dlm-git train --max-steps N`: a smoke run without editing the document.
+
+The limit is recorded (the manifest's effective config, `determinism_flags.max_steps` in
+the lock), so the smoke adapter is its own identity, and `verify --level replay` and
+`--level segments` of a committed smoke run train with the same N and find the recorded
+bits. The run is done the way a user in a DVC project does it: by hand, then
+`dvc commit` (what the pre-commit hook names), then `git commit`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.env import run
+from tests.support.gitrepo import git
+from tests.support.verified import DOC, TRAIN_STAGE
+
+pytestmark = pytest.mark.slow
+
+TRAIN = ("dlm-git", "train", DOC, "--tiny-dir", "bases/tiny", "--device", "cpu", "--threads", "2")
+
+
+def test_a_smoke_run_is_recorded_and_replays_bitwise(forge: Any) -> None:
+    before = forge.manifest()
+    assert before["training_config"]["total_steps"] > 1
+    proc = run([*TRAIN, "--max-steps", "1", "-q"], forge.root)
+    assert "max_steps" in proc.stderr  # the lock's drift WARN: the limit is a new setting
+    manifest, lock = forge.manifest(), forge.lock()
+    assert manifest["training_config"]["max_steps"] == 1
+    assert manifest["training_config"]["total_steps"] == 1
+    assert manifest["training"]["steps"] == 1
+    assert lock["determinism_flags"]["max_steps"] == 1
+    assert manifest["adapter"]["tensor_root"] != before["adapter"]["tensor_root"]
+
+    run(["dvc", "commit", "-f", "-q", TRAIN_STAGE], forge.root)
+    git(forge.root, "add", "-A")
+    git(forge.root, "commit", "-q", "--no-verify", "-m", "smoke run")
+    assert forge.verify("HEAD").verdict == "VERIFIED"
+    replay = forge.verify_cli("HEAD", "--level", "replay")
+    assert replay.code == 0 and replay.verdict == "BITWISE", replay.explain()
+    segments = forge.verify_cli("HEAD", "--level", "segments")
+    assert segments.code == 0 and segments.verdict == "SEGMENTS_BITWISE", segments.explain()
+    assert "bit equality not expected" not in segments.stdout, segments.explain()
+
+
+def test_a_full_run_after_a_smoke_run_drops_the_limit(forge: Any) -> None:
+    """The limit is the run's, never remembered: the next plain run is the document's
+    own again (its adapter, and a lock without `max_steps`)."""
+    full = forge.manifest()["adapter"]["tensor_root"]
+    run([*TRAIN, "--max-steps", "1", "-q"], forge.root)
+    run([*TRAIN, "-q"], forge.root)
+    assert "max_steps" not in forge.lock()["determinism_flags"]
+    assert forge.manifest()["adapter"]["tensor_root"] == full
+
+
+@pytest.mark.parametrize("value", ["0", "-3", str((1 << 20) + 1), "x"])
+def test_a_bad_max_steps_is_misuse(forge: Any, value: str) -> None:
+    lock_before = forge.read(f"{DOC}/dlm.lock")
+    proc = run([*TRAIN, "--max-steps", value], forge.root, check=False)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in proc.stderr
+    assert any("--max-steps" in ln for ln in lines), proc.stderr
+    assert forge.read(f"{DOC}/dlm.lock") == lock_before
+
+
+def test_a_lock_recording_a_bad_limit_is_malformed(forge: Any) -> None:
+    lock = forge.lock()
+    lock["determinism_flags"]["max_steps"] = 0
+    forge.write_lock(lock)
+    forge.commit("a limit no dlm-git records")
+    result = forge.verify("HEAD")
+    assert result.verdict == "FAILED", json.dumps(result.doc)[:2000]
