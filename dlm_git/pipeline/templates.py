@@ -7,6 +7,9 @@ Invariants:
   cheap, and when `tokens/` comes out unchanged DVC runs nothing downstream. `tokens/`
   also records the document's sha256, sources root and base identity, so any input
   change reaches `train@<doc>` through it.
+- A document's settings are `docs.<doc>` (`dlm_git.train.doc_params`): its `tokenize`
+  and `train` stages depend on that entry only, so a setting of one document re-runs that
+  document's stages; `pipeline.*` are every document's (and re-run every `train@`).
 - `dlm.lock` is `persist: true` (DVC must not delete it before `train` validates
   against it); lock, manifest, metrics, plots and the verify report are `cache: false`
   (they are committed to git); `adapter/` and `tokens/` are DVC-cached.

@@ -8,9 +8,9 @@ Invariants:
   holds the overridden values, and `dvc exp run -S docs.<doc>.training.<setting>=...`
   retrains that document only (`train@<doc>` depends on `docs.<doc>`).
 - Nothing is ignored: a key nothing reads (a misspelt setting, a document the
-  `documents:` list does not name, a top-level `training:`) is a `TrainError` naming
-  params.yaml and the key, before anything trains. Values are judged by the document's
-  own schema (`TrainingConfig`).
+  `documents:` list does not name, a top-level `training:` beside `documents:`) is a
+  `TrainError` naming params.yaml and the key, before anything trains. Values are judged
+  by the document's own schema (`TrainingConfig`).
 - `sources`, `sources_policy` and `cache` stay the document's: what a commit's replay
   materialises is read from the document itself.
 - Without params.yaml, or without a `docs:` entry for the document, nothing changes.
@@ -58,21 +58,30 @@ def doc_key(loaded: LoadedDocument) -> str:
     return rel.as_posix() or "."
 
 
-def read_doc_params(repo_root: Path, doc: str) -> DocParams:
-    """`docs.<doc>` of the repository's params.yaml, every key judged (see module doc)."""
+def read_doc_params(repo_root: Path, doc: str, *, replay: bool = False) -> DocParams:
+    """`docs.<doc>` of the repository's params.yaml, every key judged (see module doc).
+    A `replay` judges the document's own entry only: keys elsewhere that an older
+    dlm-git ignored (a top-level `training:`) do not stop a replay of its commit."""
     data = _read(repo_root / PARAMS_NAME)
-    if TRAINING_KEY in data:
-        _refuse(TRAINING_KEY, f"is read by nothing: per-document settings are {DOCS_KEY}.<doc>")
     docs = data.get(DOCS_KEY)
-    if docs is None:
+    if not replay:
+        _judge_others(data, docs)
+    if not isinstance(docs, dict):
         return DocParams({})
+    return _entry(docs.get(doc), f"{DOCS_KEY}.{doc}")
+
+
+def _judge_others(data: dict[str, Any], docs: object) -> None:
+    if TRAINING_KEY in data and "documents" in data:  # a dlm-git pipeline's params.yaml
+        _refuse(TRAINING_KEY, f"is read by nothing: per-document settings are {DOCS_KEY}.<doc>")
+    if docs is None:
+        return
     if not isinstance(docs, dict):
         _refuse(DOCS_KEY, "is not a mapping of document directories")
     listed = data.get("documents")
     for name in docs:
         if isinstance(listed, list) and name not in listed:
             _refuse(f"{DOCS_KEY}.{name}", "names no document of `documents:`")
-    return _entry(docs.get(doc), f"{DOCS_KEY}.{doc}")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -146,7 +155,8 @@ def apply_params(
     """The document and the request as params.yaml's `docs.<doc>` sets them: its training
     overrides, and its `lock_mode` where the request asks for the default one (the command
     line and `pipeline.lock_mode` win; a replay's `ignore` is never changed)."""
-    params = read_doc_params(loaded.repo_root, doc_key(loaded))
+    replay = options.replay_flags is not None
+    params = read_doc_params(loaded.repo_root, doc_key(loaded), replay=replay)
     if params.lock_mode is not None and options.lock_mode == "default":
         options = dataclasses.replace(options, lock_mode=params.lock_mode)
     return with_params(loaded, params.training), options

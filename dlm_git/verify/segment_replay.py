@@ -63,7 +63,8 @@ def replay_segments(
     if docat.materialize(root, doc_rel, sha, tree) is None:
         raise DlmGitError(doc_rel, "no single .dlm in the document directory at this commit")
     loaded = load_document(tree / doc_rel, Outside.REFUSE)  # a commit's inputs only
-    loaded = with_params(loaded, read_doc_params(loaded.repo_root, doc_key(loaded)).training)
+    params = read_doc_params(loaded.repo_root, doc_key(loaded), replay=True)
+    loaded = with_params(loaded, params.training)  # as the commit's params.yaml sets them
     limit = recorded_max_steps(setup.flags)  # a `--max-steps` run's limit, as the lock says
     loaded = with_max_steps(loaded, limit)
     training = loaded.doc.frontmatter.training

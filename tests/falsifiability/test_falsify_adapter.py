@@ -113,14 +113,14 @@ def test_adapter_file_set_via_forged_dvc_listing(forge: Any, change: str) -> Non
     """A forged `.dir` listing in the DVC cache, and dvc.lock pointing at it."""
     files = forge.adapter_files()
     if change == "extra":
-        files["README.md"] = b"# not part of the adapter\n"
+        files["NOTES.md"] = b"# not part of the adapter\n"  # README.md is the card
     else:
         del files[CONFIG]
     forge.store_adapter(files)
     forge.commit(f"{change} adapter file")
     result = forge.verify("HEAD")
     assert_caught(result, "adapter.files")
-    word = "README.md" if change == "extra" else CONFIG
+    word = "NOTES.md" if change == "extra" else CONFIG
     assert word in result.first_failure["detail"]
 
 
@@ -141,7 +141,7 @@ def test_adapter_file_set_in_worktree(forge: Any, change: str) -> None:
     assert_verified(forge.verify("--worktree", "--doc", DOC))
     adapter = forge.root / ADAPTER_OUT
     if change == "extra":
-        (adapter / "README.md").write_text("# not part of the adapter\n")
+        (adapter / "NOTES.md").write_text("# not part of the adapter\n")  # README.md: the card
     else:
         (adapter / CONFIG).unlink()
     result = forge.verify("--worktree", "--doc", DOC)

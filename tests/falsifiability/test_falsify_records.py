@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 
 HASH_CHECKS = [
     "pipeline.documents",
+    "docset.dlm_id",
     "manifest.parse",
     "lock.parse",
     "lock.binding",

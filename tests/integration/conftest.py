@@ -80,9 +80,10 @@ def trained_repo(tmp_path: Path, trained_once: Trained) -> Path:
 
 @pytest.fixture
 def train(run_cli: RunCli) -> RunCli:
-    """`train(doc_dir, *flags) -> (code, stdout, stderr)`: quiet, CPU, in-process."""
+    """`train(doc_dir, *flags) -> (code, stdout, stderr)`: no progress, CPU, in-process
+    (the summary on stdout: `--quiet` would drop it)."""
 
     def run(doc_dir: Path, *flags: str) -> tuple[int, str, str]:
-        return run_cli("train", str(doc_dir), "-q", *DEVICE_ARGS, *flags)
+        return run_cli("train", str(doc_dir), "--no-progress", *DEVICE_ARGS, *flags)
 
     return run

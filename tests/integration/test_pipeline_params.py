@@ -139,3 +139,15 @@ def test_lock_mode_for_one_document_touches_only_its_stage(repo: Path) -> None:
     status = ok(dvc(repo, "status"))
     assert f"train@{A}:" in status, status
     assert f"train@{B}" not in status, status
+
+
+def test_replay_ignores_what_an_older_dlm_git_ignored(repo: Path) -> None:
+    # `-S +training.learning_rate=...` under an older dlm-git wrote a key no training read:
+    # its commit is honest, and its replay judges the document's own entry only
+    path = repo / "params.yaml"
+    path.write_text(path.read_text("utf-8") + "training:\n  learning_rate: 0.5\n", "utf-8")
+    git(repo, "commit", "-q", "-am", "a top-level key, as `-S +training...` wrote it")
+    refused = run(repo, "-m", "dlm_git", "train", A, "--tiny-dir", "bases/tiny")
+    assert refused.returncode == 1 and "params.yaml: training:" in refused.stdout
+    verdict = run(repo, "-m", "dlm_git", "verify", "HEAD", "--level", "replay", "--doc", A)
+    assert verdict.returncode == 0 and "BITWISE" in verdict.stdout, verdict.stdout

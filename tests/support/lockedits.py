@@ -76,5 +76,7 @@ def assert_untouched(doc_dir: Path, before: dict[str, bytes]) -> None:
     assert sorted(after) == sorted(before)
     for name in before:
         assert after[name] == before[name], f"{name} changed after a failed run"
+    # a killed or refused run's staging directories (the training's .gitignore, written
+    # before it trained, is compared with the files above)
     leftovers = [p.name for p in doc_dir.iterdir() if p.name.startswith(".")]
-    assert leftovers == []
+    assert leftovers in ([], [".gitignore"]), leftovers
