@@ -26,6 +26,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
@@ -35,6 +36,9 @@ from dlm_git.paths import is_safe
 from dlm_git.safeparse import TooDeep, load_yaml
 
 PARAMS_NAME = "params.yaml"
+DOCS_KEY, TRAINING_KEY = "docs", "training"
+"""params.yaml `docs.<doc dir>.training.<setting>` overrides a document's training
+(`train.doc_params` applies it; check `params.training` compares it with the records)."""
 CHECK = "pipeline.documents"
 RECORD_NAMES = (LOCK_NAME, MANIFEST_NAME)
 FIX_PARAMS = "list each document directory under `documents:` in params.yaml"
@@ -102,6 +106,9 @@ class Params:
     problems: list[tuple[str, str]]
     """(subject, what is wrong) for the file itself and for entries that are not
     directories inside the repository."""
+    docs: dict[Any, Any] = field(default_factory=dict)
+    """The `docs:` mapping as written (document directory -> its settings; empty when
+    there is none or it is not a mapping): judged by check `params.training`."""
 
 
 def read_params(data: bytes | None, rev: str) -> Params:
@@ -123,14 +130,17 @@ def read_params(data: bytes | None, rev: str) -> Params:
         return Params(None, [])
     if not isinstance(parsed, dict):
         return Params(None, [(PARAMS_NAME, f"is a {type(parsed).__name__}, not a mapping")])
+    docs = parsed.get(DOCS_KEY)
+    docs = docs if isinstance(docs, dict) else {}
     if "documents" not in parsed:
-        return Params(None, [])
+        return Params(None, [], docs)
     entries = parsed["documents"]
     if entries is None:
-        return Params([], [])
+        return Params([], [], docs)
     if not isinstance(entries, list):
         kind = type(entries).__name__
-        return Params([], [(PARAMS_NAME, f"documents: is a {kind}, not a list of directories")])
+        what = f"documents: is a {kind}, not a list of directories"
+        return Params([], [(PARAMS_NAME, what)], docs)
     listed: list[str] = []
     problems: list[tuple[str, str]] = []
     for i, entry in enumerate(entries):
@@ -146,7 +156,7 @@ def read_params(data: bytes | None, rev: str) -> Params:
             continue
         if rel not in listed:
             listed.append(rel)
-    return Params(listed, problems)
+    return Params(listed, problems, docs)
 
 
 def documents(params: Params, tree: Tree) -> list[str]:

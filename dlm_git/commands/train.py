@@ -260,7 +260,8 @@ def _echo_outcome(outcome: TrainOutcome) -> None:
     if not outcome.lock_written:
         echo(f"  lock             {LOCK_NOT_WRITTEN}")
     run = outcome.run_record
-    echo(f"  wall             {run['wall_seconds']} s ({run['tokens_per_second']} tok/s)")
+    echo(f"  wall             {run['wall_seconds']} s")
+    echo(f"  training         {run['train_seconds']} s ({run['tokens_per_second']} tok/s)")
 
 
 def _ranks(lock: Lock) -> str:

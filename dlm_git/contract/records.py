@@ -1,6 +1,6 @@
 """The record checks of one document: `manifest.json` and `dlm.lock` parse, bind to each
 other and to the `.dlm` (`manifest.parse`, `lock.parse`, `lock.binding`, `lock.fields`,
-`lock.versions`, `doc.sha256`, `doc.base_model`, `config.digest`).
+`lock.versions`, `doc.sha256`, `doc.base_model`, `config.digest`, `params.training`).
 
 Invariants:
 - They read raw bytes (`DocAt`) and judge plain JSON (`shapes.parse_manifest`,
@@ -10,6 +10,10 @@ Invariants:
   missing, unreadable or of the wrong shape fails, never passes. Text inputs (the
   `.dlm`, the lock) are hashed as git stores them (`outcome.expect_text`).
 - A document directory without exactly one `.dlm` fails `doc.sha256`, naming how many.
+- `params.training` compares params.yaml's overrides with the manifest as
+  `train.assemble.effective_config` records them: what it resolves (`auto` target
+  modules and precision) or leaves out (numerics, segment_every; gradient_checkpointing
+  when off) and a `--max-steps` run's limit are not compared as written.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dlm_git.contract.outcome import CheckFailed, Checks, expect_equal, expect_t
 from dlm_git.contract.shapes import parse_manifest
 from dlm_git.doc.peek import peek_base_model
 from dlm_git.docat import DocAt, Rev
+from dlm_git.docset import DOCS_KEY, PARAMS_NAME, TRAINING_KEY
 from dlm_git.hashing import canonical_json_sha256
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
 
@@ -84,6 +89,7 @@ def record_checks(
     checks.run("doc.sha256", lambda: doc_sha256(doc, manifest))
     checks.run("doc.base_model", lambda: doc_base_model(doc, manifest, lock))
     checks.run("config.digest", lambda: config_digest(manifest))
+    checks.run("params.training", lambda: params_training(doc, manifest, lock))
     return records
 
 
@@ -182,6 +188,77 @@ def config_digest(manifest: dict[str, Any]) -> str:
         canonical_json_sha256(manifest["training_config"]),
     )
     return str(manifest["config_sha256"])[:16]
+
+
+NOT_RECORDED = frozenset({"numerics", "segment_every"})
+"""Settings the manifest's `training_config` does not hold (the lock and the segments do)."""
+RESOLVED = frozenset({"target_modules", "precision"})
+"""Settings whose `auto` the training resolves (by the base, by the device)."""
+SMOKE_FLAG = "max_steps"
+"""A `--max-steps` run's limit in the lock's `determinism_flags` (`train.smoke.FLAG`)."""
+
+
+def params_training(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) -> str:
+    """Each setting params.yaml's `docs.<doc>.training` gives (the override a training
+    applies, `train.doc_params`) equals what the manifest records it trained with: a
+    changed override without a retraining is a stale record. A params.yaml that does not
+    parse is `pipeline.documents`'s to report (no `docs:` here)."""
+    where = f"{PARAMS_NAME} {DOCS_KEY}.{doc.rel}.{TRAINING_KEY}"
+    entry = doc.tree.params.docs.get(doc.rel)
+    training = entry.get(TRAINING_KEY) if isinstance(entry, dict) else None
+    if entry is None or (isinstance(entry, dict) and training is None):
+        return f"{PARAMS_NAME} overrides no training setting of {doc.rel}"
+    if not isinstance(training, dict):
+        raise CheckFailed(f"{where} is not a mapping of training settings (fix {PARAMS_NAME})")
+    recorded = manifest["training_config"]
+    smoke = isinstance(lock.get("determinism_flags"), dict) and (
+        SMOKE_FLAG in lock["determinism_flags"]
+    )
+    wrong, compared = [], 0
+    for key, value in training.items():
+        name = str(key)
+        if name in NOT_RECORDED or (name in RESOLVED and value == "auto"):
+            continue
+        if name == SMOKE_FLAG and smoke:
+            continue
+        if name not in recorded and name != "gradient_checkpointing":
+            wrong.append(f"{name} {value!r:.40} (it records none)")
+        elif not same_setting(value, recorded.get(name, False)):
+            wrong.append(f"{name} {value!r:.40} (it records {recorded[name]!r:.40})")
+        compared += 1
+    if wrong:
+        raise CheckFailed(
+            f"{where} sets {'; '.join(wrong)}: the {kind_word(doc)}{MANIFEST_NAME} was"
+            " trained with other settings (params.yaml changed without a retraining)"
+        )
+    return f"{compared} setting(s) of {where} as trained"
+
+
+_TRUE = frozenset({"true", "yes", "on", "1", "t", "y"})
+_FALSE = frozenset({"false", "no", "off", "0", "f", "n"})
+
+
+def same_setting(value: object, recorded: object) -> bool:
+    """Whether params.yaml's `value` is the setting the manifest records as `recorded`:
+    read as the document's schema reads it (a number from its text, `1e-4` included, as
+    YAML 1.1 leaves it a string; a flag from its word; a module list in any order), never
+    a boolean as a number."""
+    if isinstance(recorded, bool):
+        if isinstance(value, str):
+            return value.strip().lower() in (_TRUE if recorded else _FALSE)
+        return value in (0, 1) and bool(value) is recorded
+    if isinstance(recorded, (int, float)):
+        if isinstance(value, bool):
+            return False
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                return False
+        return isinstance(value, (int, float)) and float(value) == float(recorded)
+    if isinstance(recorded, list) and isinstance(value, list):
+        return sorted(set(map(str, value))) == sorted(set(map(str, recorded)))
+    return value == recorded
 
 
 def version_major(version: str) -> str:

@@ -150,6 +150,15 @@ TABLE: tuple[Rule, ...] = (
         "`manifest.config_sha256` = sha256 of the canonical JSON of `manifest.training_config`",
     ),
     Rule(
+        "params.training",
+        Runs.BOTH,
+        ERROR,
+        ERROR,
+        "each setting of params.yaml `docs.<doc>.training` = `manifest.training_config`'s"
+        " (`auto` target_modules/precision, numerics, segment_every and a smoke run's"
+        " max_steps are not compared)",
+    ),
+    Rule(
         "sources.root",
         Runs.BOTH,
         ERROR,

@@ -59,14 +59,31 @@ def discover(index: TreeAt, staged: list[str]) -> list[str]:
 
 
 def touched(
-    doc: DocAt, staged: list[str], record_changed: Callable[[DocAt], bool] | None = None
+    doc: DocAt,
+    staged: list[str],
+    record_changed: Callable[[DocAt], bool] | None = None,
+    params_changed: Callable[[DocAt], bool] | None = None,
 ) -> bool:
     """Whether the staged change concerns the document: a staged path in its directory or
-    its source directories, or a staged dvc.lock (when `record_changed` is given: only if
-    the dvc.lock record of its adapter changed)."""
+    its source directories, a staged dvc.lock (when `record_changed` is given: only if
+    the dvc.lock record of its adapter changed), or a staged params.yaml (when
+    `params_changed` is given: only if its `docs.<doc>` entry changed)."""
     if any(within(p, d) for d in [doc.rel, *doc.source_dirs] for p in staged):
         return True
+    if False and PARAMS_NAME in staged and (params_changed is None or params_changed(doc)):  # TEMP
+        return True
     return "dvc.lock" in staged and (record_changed is None or record_changed(doc))
+
+
+def doc_params_changed(index: TreeAt, head: TreeAt | None) -> Callable[[DocAt], bool]:
+    """Whether the index's params.yaml sets a document's `docs.<doc>` (its training
+    overrides, check `params.training`) otherwise than HEAD's."""
+
+    def changed(doc: DocAt) -> bool:
+        before = head.params.docs if head is not None else {}
+        return bool(index.params.docs.get(doc.rel) != before.get(doc.rel))
+
+    return changed
 
 
 def adapter_record_changed(index: bytes | None, head: bytes | None) -> Callable[[DocAt], bool]:
@@ -137,7 +154,8 @@ def collect(root: Path, head: str | None, staged: list[str]) -> tuple[list[HookF
     with _trees(root, head) as (index, at_head):
         rels = discover(index, staged)
         changed = adapter_record_changed(index.dvc_lock, at_head.dvc_lock if at_head else None)
-        docs = index.docs(rels, keep=lambda d: touched(d, staged, changed))
+        moved = doc_params_changed(index, at_head)
+        docs = index.docs(rels, keep=lambda d: touched(d, staged, changed, moved))
         heads = {d.rel: d for d in at_head.docs([d.rel for d in docs])} if at_head and docs else {}
         symlinks = index.symlinks([d for doc in docs for d in (doc.rel, *doc.source_dirs)])
         checker = StagedChecks(root, staged, symlinks, head)

@@ -10,11 +10,13 @@ segments run still gets its own verdict.
 
 from __future__ import annotations
 
+import re
 import shutil
 from typing import Any
 
 import pytest
 
+from dlm_git.doc.ulid import new_ulid
 from tests.support.verdicts import assert_caught
 from tests.support.verified import DOC
 
@@ -76,7 +78,11 @@ def add_broken_documents(forge: Any) -> list[str]:
             lock = forge.lock()
             lock["determinism_flags"]["bits_expected"] = False
             data = json.dumps(lock).encode()
-        forge.write(f"{name}/{name}.dlm", forge.read(f"{DOC}/{DOC}.dlm"))
+        # a document of its own: a copied dlm_id would fail docset.dlm_id on demo too
+        text = re.sub(
+            rb"(?m)^dlm_id: \S+$", b"dlm_id: " + new_ulid().encode(), forge.read(f"{DOC}/{DOC}.dlm")
+        )
+        forge.write(f"{name}/{name}.dlm", text)
         forge.write(f"{name}/manifest.json", forge.read(f"{DOC}/manifest.json"))
         forge.write(f"{name}/dlm.lock", data)
         made.append(name)

@@ -77,6 +77,11 @@ def test_retraining_in_a_fresh_process_is_byte_identical(
     adapter_sha = sha256_file(doc_dir / "adapter" / "adapter_model.safetensors")
     assert adapter_sha == hashlib.sha256(expected["adapter/adapter_model.safetensors"]).hexdigest()
     assert f"adapter sha256   {adapter_sha}" in proc.stdout
+    # tok/s is printed beside the span it was measured over: the training loop's seconds
+    run = json.loads((doc_dir / "run.json").read_bytes())
+    training = f"  training         {run['train_seconds']} s ({run['tokens_per_second']} tok/s)"
+    assert training in proc.stdout.splitlines(), proc.stdout
+    assert f"  wall             {run['wall_seconds']} s" in proc.stdout.splitlines()
     for name in TEXT_OUTPUTS:
         assert (doc_dir / name).read_bytes() == expected[name], f"{name} differs"
     assert sorted(p.name for p in (doc_dir / "adapter").iterdir()) == list(ADAPTER_FILES)
