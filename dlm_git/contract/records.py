@@ -209,7 +209,8 @@ def params_training(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) 
     if entry is None or (isinstance(entry, dict) and training is None):
         return f"{PARAMS_NAME} overrides no training setting of {doc.rel}"
     if not isinstance(training, dict):
-        raise CheckFailed(f"{where} is not a mapping of training settings (fix {PARAMS_NAME})")
+        what = where if isinstance(entry, dict) else where.removesuffix(f".{TRAINING_KEY}")
+        raise CheckFailed(f"{what} is not a mapping of training settings (fix {PARAMS_NAME})")
     recorded = manifest["training_config"]
     smoke = isinstance(lock.get("determinism_flags"), dict) and (
         SMOKE_FLAG in lock["determinism_flags"]

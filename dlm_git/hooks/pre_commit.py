@@ -66,11 +66,11 @@ def touched(
 ) -> bool:
     """Whether the staged change concerns the document: a staged path in its directory or
     its source directories, a staged dvc.lock (when `record_changed` is given: only if
-    the dvc.lock record of its adapter changed), or a staged params.yaml (when
-    `params_changed` is given: only if its `docs.<doc>` entry changed)."""
+    the dvc.lock record of its adapter changed), or a staged params.yaml that changed
+    its `docs.<doc>` entry (`params_changed`)."""
     if any(within(p, d) for d in [doc.rel, *doc.source_dirs] for p in staged):
         return True
-    if False and PARAMS_NAME in staged and (params_changed is None or params_changed(doc)):  # TEMP
+    if params_changed is not None and PARAMS_NAME in staged and params_changed(doc):
         return True
     return "dvc.lock" in staged and (record_changed is None or record_changed(doc))
 

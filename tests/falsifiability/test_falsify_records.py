@@ -27,6 +27,7 @@ HASH_CHECKS = [
     "doc.sha256",
     "doc.base_model",
     "config.digest",
+    "params.training",
     "sources.root",
     "sections.order",
     "adapter.files",

@@ -68,6 +68,8 @@ def test_verify_fails_a_commit_made_past_the_hook(repo: Path) -> None:
     check = check_of(report, "params.training")
     assert check["state"] == "failed"
     assert "learning_rate '1e-3'" in check["detail"], check
+    failed = [c["name"] for c in report["checks"] if c["state"] != "ok"]
+    assert failed == ["params.training"], failed  # the check alone catches it
 
     code, honest = verify_json(repo, good)
     assert code == 0 and honest["verdict"] == "VERIFIED", honest
