@@ -33,7 +33,7 @@ import yaml
 from dlm_git.errors import DlmGitError
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
 from dlm_git.paths import is_safe
-from dlm_git.safeparse import TooDeep, load_yaml
+from dlm_git.safeparse import Unbounded, load_yaml
 
 PARAMS_NAME = "params.yaml"
 DOCS_KEY, TRAINING_KEY = "docs", "training"
@@ -114,12 +114,13 @@ class Params:
 def read_params(data: bytes | None, rev: str) -> Params:
     """Parse the bytes of revision `rev`'s params.yaml (None: there is none). Nesting past
     the bound is the one `DlmGitError` naming `<rev>:params.yaml` (every reader refuses
-    the file outright); everything else wrong is a problem."""
+    the file outright; so are aliases expanding it past `safeparse.MAX_NODES` nodes);
+    everything else wrong is a problem."""
     if data is None:
         return Params(None, [])
     try:
         parsed = load_yaml(data.decode("utf-8"))
-    except TooDeep as exc:
+    except Unbounded as exc:
         raise DlmGitError(
             f"{rev}:{PARAMS_NAME}", f"does not parse: {exc.problem}", FIX_DEEP
         ) from None

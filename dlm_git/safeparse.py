@@ -9,8 +9,13 @@ Invariants:
   handful of levels, so YAML text is measured with libyaml's event parser (iterative,
   stopped at the first level past `MAX_DEPTH`) before any loader builds it, and JSON's
   `RecursionError` becomes a `ValueError`.
-- The measurement is skipped when the text cannot nest that deep: every collection
-  starts at one of `[`, `{`, `-`, `?`, `:`, so fewer of those than `MAX_DEPTH` bound it.
+- The same event pass counts the nodes the text expands to through its aliases (an
+  alias counts every node of what it names): past `MAX_NODES` it is `TooLarge`, so a
+  few hundred bytes of nested anchors can never make a comparison or a repr of the
+  result walk billions of nodes.
+- The pass is skipped when the text can neither nest that deep nor hold an alias: every
+  collection starts at one of `[`, `{`, `-`, `?`, `:` (fewer of those than `MAX_DEPTH`
+  bound it), and an alias is written `*`.
 - YAML is only ever built by a safe loader (plain data, no tags that run code); with
   `unique_keys` a mapping holding a key twice is an error (last-wins would silently drop
   the first value).
@@ -30,37 +35,69 @@ import yaml
 T = TypeVar("T")
 
 MAX_DEPTH = 64
+MAX_NODES = 1_000_000
+"""Nodes a YAML text may expand to through its aliases: a loader shares an aliased
+object, but any walk of the result (a comparison, a repr) visits every expansion."""
 LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when available
 _PARSER: Any = getattr(getattr(yaml, "cyaml", None), "CParser", None)  # not in yaml's namespace
 _OPENERS = "[{-?:"
 
 
-class TooDeep(yaml.MarkedYAMLError):  # type: ignore[misc]
+class Unbounded(yaml.MarkedYAMLError):  # type: ignore[misc]
+    """YAML past a bound every reader refuses (`TooDeep`, `TooLarge`)."""
+
+
+class TooDeep(Unbounded):
     """YAML nested deeper than `MAX_DEPTH` levels."""
 
 
-def check_yaml_depth(text: str, limit: int = MAX_DEPTH) -> None:
+class TooLarge(Unbounded):
+    """YAML whose aliases expand it past `MAX_NODES` nodes (a "billion laughs" text)."""
+
+
+def check_yaml_bounds(text: str, limit: int = MAX_DEPTH) -> None:
     """Raise `TooDeep` (a `yaml.YAMLError`, with the line of the first level too deep)
-    when `text` nests collections deeper than `limit`; a YAML syntax error found on the
-    way is raised as itself."""
-    if sum(text.count(c) for c in _OPENERS) <= limit:
+    when `text` nests collections deeper than `limit`, and `TooLarge` when its aliases
+    expand it past `MAX_NODES` nodes; a YAML syntax error found on the way is raised as
+    itself."""
+    if sum(text.count(c) for c in _OPENERS) <= limit and "*" not in text:
         return
     parser = _PARSER(text) if _PARSER is not None else yaml.SafeLoader(text)
-    depth = 0
     try:
-        while parser.check_event():
-            event = parser.get_event()
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                if depth > limit:
-                    raise TooDeep(
-                        problem=f"nested deeper than {limit} levels",
-                        problem_mark=event.start_mark,
-                    )
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
+        _walk_events(parser, limit)
     finally:
         parser.dispose()
+
+
+def _walk_events(parser: Any, limit: int) -> None:
+    """The event pass of `check_yaml_bounds`: each open collection's expanded node count
+    (an alias counts the nodes of what it names), and its anchor."""
+    open_: list[list[Any]] = [[None, 0]]  # [anchor, nodes] per open collection
+    sizes: dict[str, int] = {}
+    while parser.check_event():
+        event = parser.get_event()
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            if len(open_) > limit:
+                raise TooDeep(
+                    problem=f"nested deeper than {limit} levels", problem_mark=event.start_mark
+                )
+            open_.append([event.anchor, 1])
+            continue
+        if isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, nodes = open_.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, nodes = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, nodes = None, sizes.get(event.anchor, 1)
+        else:
+            continue
+        if anchor is not None:
+            sizes[anchor] = nodes
+        open_[-1][1] += nodes
+        if open_[-1][1] > MAX_NODES:
+            raise TooLarge(
+                problem=f"aliases expand it past {MAX_NODES} nodes", problem_mark=event.start_mark
+            )
 
 
 class _UniqueKeyLoader(LOADER):  # type: ignore[misc]
@@ -81,17 +118,17 @@ class _UniqueKeyLoader(LOADER):  # type: ignore[misc]
 
 
 def load_yaml(text: str, *, unique_keys: bool = False) -> Any:
-    """The YAML document `text` as plain data (a safe loader), after `check_yaml_depth`.
+    """The YAML document `text` as plain data (a safe loader), after `check_yaml_bounds`.
     `unique_keys`: a mapping with a key twice is a `yaml.YAMLError` (with its mark)."""
-    check_yaml_depth(text)
+    check_yaml_bounds(text)
     loader = _UniqueKeyLoader if unique_keys else LOADER
     return yaml.load(text, Loader=loader)  # noqa: S506 (safe loaders only)
 
 
 def compose_yaml(text: str) -> yaml.Node | None:
     """The node tree of the YAML document `text` (marks for locating a key), after
-    `check_yaml_depth`."""
-    check_yaml_depth(text)
+    `check_yaml_bounds`."""
+    check_yaml_bounds(text)
     node: yaml.Node | None = yaml.compose(text, Loader=LOADER)
     return node
 
@@ -103,9 +140,9 @@ class RoundTrip(Protocol):
 
 
 def load_yaml_with(reader: RoundTrip, text: str) -> Any:
-    """`reader.load(text)` after `check_yaml_depth`: for a file dlm-git edits in place
+    """`reader.load(text)` after `check_yaml_bounds`: for a file dlm-git edits in place
     (ruamel's round trip), bounded as every other YAML read is."""
-    check_yaml_depth(text)
+    check_yaml_bounds(text)
     return reader.load(text)
 
 

@@ -256,9 +256,13 @@ def same_setting(value: object, recorded: object) -> bool:
                 value = float(value.strip())
             except ValueError:
                 return False
-        return isinstance(value, (int, float)) and float(value) == float(recorded)
+        # int and float compare exactly in Python (never through float(): 10**400 overflows)
+        return isinstance(value, (int, float)) and value == recorded
     if isinstance(recorded, list) and isinstance(value, list):
-        return sorted(set(map(str, value))) == sorted(set(map(str, recorded)))
+        try:
+            return sorted(set(map(str, value))) == sorted(set(map(str, recorded)))
+        except ValueError:  # an int past Python's digit limit for str(): not a module name
+            return False
     return value == recorded
 
 

@@ -27,15 +27,16 @@ from pydantic import ValidationError
 
 from dlm_git.doc.body import decode_utf8, normalize_text, parse_body
 from dlm_git.doc.errors import DocError, FrontmatterError
+from dlm_git.doc.peek import MAX_DOCUMENT_BYTES
 from dlm_git.doc.schema import Frontmatter
 from dlm_git.doc.sections import Section
 from dlm_git.hashing import digest_text
 from dlm_git.safeparse import compose_yaml, load_yaml
 
-MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
-"""A .dlm is prose and Q/A written by people; tokenizing one section costs memory in
-proportion to its size (a 10 MB document peaked at 1.9 GB), so bulk text belongs in
-`training.sources` files, each bounded by `max_bytes_per_file`."""
+# MAX_DOCUMENT_BYTES (`doc.peek`, the one bound): a .dlm is prose and Q/A written by
+# people; tokenizing one section costs memory in proportion to its size (a 10 MB document
+# peaked at 1.9 GB), so bulk text belongs in `training.sources` files, each bounded by
+# `max_bytes_per_file`.
 
 
 @dataclass(frozen=True)

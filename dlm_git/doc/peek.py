@@ -19,6 +19,10 @@ import yaml
 
 from dlm_git.safeparse import load_yaml
 
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+"""A .dlm is prose and Q/A written by people; past this size it is refused (`doc.parser`)
+and never peeked at (see `doc.parser` for why the bound is there)."""
+
 DEFAULT_BASE_MODEL = "builtin:tiny"
 """`base_model` when the frontmatter has none (the schema's default)."""
 
@@ -34,6 +38,11 @@ def peek_base_model(text: bytes) -> str | None:
 
 
 def peek_frontmatter(text: bytes) -> dict[str, Any]:
+    """The frontmatter of a `.dlm`'s bytes, `{}` when there is none to read: bytes over
+    the parser's size limit (`doc.parser.MAX_DOCUMENT_BYTES`, which no document passes)
+    are never decoded, split or cached."""
+    if len(text) > MAX_DOCUMENT_BYTES:
+        return {}
     # A copy: the parse is cached (the hooks peek at the same bytes several times).
     return copy.deepcopy(_peek(text))
 

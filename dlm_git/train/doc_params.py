@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import posixpath
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -80,6 +81,9 @@ def _judge_others(data: dict[str, Any], docs: object) -> None:
         _refuse(DOCS_KEY, "is not a mapping of document directories")
     listed = data.get("documents")
     for name in docs:
+        if not isinstance(name, str) or posixpath.normpath(name) != name:
+            # `a/` would pass as listed, yet the document's key is `a`: silently unread
+            _refuse(f"{DOCS_KEY}.{name}", "is not a document directory as `documents:` names one")
         if isinstance(listed, list) and name not in listed:
             _refuse(f"{DOCS_KEY}.{name}", "names no document of `documents:`")
 
@@ -109,7 +113,8 @@ def _entry(entry: object, where: str) -> DocParams:
             _refuse(
                 f"{where}.{key}", f"is read by nothing (a training setting? {TRAINING_KEY}.{key})"
             )
-    training = entry.get(TRAINING_KEY) or {}
+    training = entry.get(TRAINING_KEY)
+    training = {} if training is None else training  # `[]`, `0`, `false` are refused
     if not isinstance(training, dict):
         _refuse(f"{where}.{TRAINING_KEY}", "is not a mapping of training settings")
     for key in training:

@@ -13,10 +13,14 @@ Invariants:
 - Whether a path is ignored is git's answer (`git check-ignore --no-index`: `.gitignore`
   files, `info/exclude`, `core.excludesFile`), never a reading of patterns here. Outside
   a git work tree nothing is written.
+- The `.gitignore` is read only as a regular file, never through a link (a clone's
+  `.gitignore -> /elsewhere` would copy that file into the work tree): anything else is
+  one line and the training stops before writing anything.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from dlm_git.fsutil import atomic_write_bytes, read_regular
@@ -51,7 +55,9 @@ def ignore_outputs(layout: DocLayout) -> list[str]:
     if not lines:
         return []
     path = directory / GITIGNORE
-    text = read_regular(path, MAX_GITIGNORE_BYTES) if path.exists() else b""
+    # never through a link: a committed `.gitignore -> /elsewhere` would copy that file in
+    exists = os.path.lexists(path)
+    text = read_regular(path, MAX_GITIGNORE_BYTES, follow_symlinks=False) if exists else b""
     sep = b"" if not text or text.endswith(b"\n") else b"\n"
     atomic_write_bytes(path, text + sep + "".join(f"{line}\n" for line in lines).encode())
     error_line(f"{path}: added {', '.join(lines)} (train's outputs stay out of git; commit it)")

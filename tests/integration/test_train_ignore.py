@@ -104,3 +104,21 @@ def test_dvc_repro_after_a_training_by_hand_writes_no_rule_of_its_own(
     assert sorted(lines) == sorted(set(lines)), lines
     assert {"/adapter", "/segments", "/tokens"} <= set(lines)
     assert outputs_in(staged_after_add_all(repo)) == []
+
+
+def test_a_gitignore_that_is_a_link_is_refused_never_followed(
+    plain_repo: Path, tmp_path: Path
+) -> None:
+    """A cloned `.gitignore -> <file outside>` must not be read and copied into the work
+    tree (where `git add -A` would stage it): one line, exit 1, nothing written."""
+    secret = tmp_path / "secret"
+    secret.write_text("SECRET=hunter2\n")
+    link = plain_repo / DOC / ".gitignore"
+    link.symlink_to(secret)
+    proc = run(["dlm-git", "train", DOC, "-q", "--device", "cpu"], plain_repo, check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert ".gitignore" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert link.is_symlink() and secret.read_text() == "SECRET=hunter2\n"
+    assert not (plain_repo / DOC / "adapter").exists()
+    assert not (plain_repo / DOC / "dlm.lock").exists()

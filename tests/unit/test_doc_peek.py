@@ -39,3 +39,13 @@ def test_peek_gives_nothing_for_unreadable_frontmatter(text: bytes) -> None:
 def test_peek_handles_bom_and_crlf() -> None:
     text = "\ufeff---\r\ntraining:\r\n  sources:\r\n    - path: n\r\n---\r\n".encode()
     assert source_dirs("d", text) == ["d/n"]
+
+
+def test_bytes_over_the_document_limit_are_never_read() -> None:
+    """Every `.dlm` of a tree is peeked at for its `dlm_id` (check `docset.dlm_id`): one
+    that no parser would accept is no id, never decoded and split in memory."""
+    from dlm_git.doc.peek import MAX_DOCUMENT_BYTES, peek_frontmatter
+
+    head = b"---\ndlm_id: 01M800GRBP0GEV3WAMXAHDD42B\n---\n"
+    assert peek_frontmatter(head)["dlm_id"] == "01M800GRBP0GEV3WAMXAHDD42B"
+    assert peek_frontmatter(head + b"\n" * MAX_DOCUMENT_BYTES) == {}

@@ -42,6 +42,11 @@ def test_the_value_trained_with_passes(value: object, recorded: object) -> None:
         ("linear", "cosine"),
         (["q_proj"], ["q_proj", "v_proj"]),
         ({"a": 1}, 0.001),
+        (10**400, 16),  # a hostile number: compared exactly, never through float()
+        (16, 10**400),
+        (10**400, 0.001),
+        ("1" + "0" * 400, 16),
+        ([10**5000], ["q_proj"]),  # past str()'s digit limit
     ],
 )
 def test_another_value_fails(value: object, recorded: object) -> None:

@@ -27,9 +27,41 @@ def test_depth_is_measured_by_libyaml_when_pyyaml_has_it(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(yaml, "SafeLoader", pure_python)
     with pytest.raises(safeparse.TooDeep):
-        safeparse.check_yaml_depth(DEEP)
+        safeparse.check_yaml_bounds(DEEP)
     many = "stages:\n" + "".join(f"  s{i}:\n    outs:\n    - path: d{i}\n" for i in range(100))
-    safeparse.check_yaml_depth(many)  # over MAX_DEPTH openers, shallow: measured, accepted
+    safeparse.check_yaml_bounds(many)  # over MAX_DEPTH openers, shallow: measured, accepted
+
+
+def laughs(levels: int, width: int = 10) -> str:
+    """A few hundred bytes of nested anchors that expand to width**levels nodes."""
+    lines = ["a0: &a0 x"]
+    for i in range(1, levels + 1):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * width) + "]")
+    return "\n".join(lines) + f"\ndocs: {{d: {{training: {{target_modules: *a{levels}}}}}}}\n"
+
+
+def test_aliases_expanding_past_the_bound_are_an_error_before_anything_is_built() -> None:
+    """A walk of the result (a comparison, a repr) would visit every expansion: 10**9
+    nodes from 500 bytes. Refused in the event pass, in well under a second."""
+    text = laughs(9)
+    assert len(text) < 600
+    with pytest.raises(safeparse.TooLarge) as caught:
+        safeparse.load_yaml(text)
+    assert "aliases expand it past" in str(caught.value)
+    assert isinstance(caught.value, safeparse.Unbounded)
+
+
+def test_aliases_within_the_bound_load_as_written() -> None:
+    data = safeparse.load_yaml(laughs(3))
+    assert len(data["a3"]) == 10 and data["a3"][0][0] == ["x"] * 10
+
+
+def test_a_params_yaml_of_nested_aliases_is_the_one_refusal() -> None:
+    from dlm_git.docset import read_params
+    from dlm_git.errors import DlmGitError
+
+    with pytest.raises(DlmGitError, match=r"HEAD:params.yaml.*aliases expand it past"):
+        read_params(laughs(8).encode(), "HEAD")
 
 
 def test_json_nested_past_the_parser_is_a_value_error() -> None:
