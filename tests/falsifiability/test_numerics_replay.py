@@ -15,6 +15,7 @@ import pytest
 
 from dlm_git.numerics import probe, table
 from tests.support.env import run
+from tests.support.older import older_form
 from tests.support.verdicts import assert_verified
 
 pytestmark = pytest.mark.skipif(
@@ -98,8 +99,10 @@ def test_the_same_record_replays_bitwise_once_its_kernels_are_pinned(
     forge: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The legacy record names ATen's capability (AVX2), which the replay pins; with MKL
-    and oneDNN on their AVX2 paths too the recorded bits come back."""
+    and oneDNN on their AVX2 paths too the recorded bits come back. A record from before
+    profiles is from before the model card too (the card names the recorded profile)."""
     legacy(forge)
+    older_form(forge)
     shutil.rmtree(forge.root / ".dvc" / "cache")
     pins = dict(table.PROFILES["x86-64-v3"].pins)
     foreign(monkeypatch, {**pins, "ATEN_CPU_CAPABILITY": "default"})  # ATen: recorded AVX2

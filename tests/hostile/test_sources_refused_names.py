@@ -107,7 +107,7 @@ def test_an_edited_file_beside_them_still_fails(forge: Forge) -> None:
     why = result.explain()
     assert result.code == 1 and result.verdict == "FAILED", why
     assert result.check("sources.root")["state"] == "failed", why
-    assert "changed: notes/README.md" in result.check("sources.root")["detail"], why
+    assert "changed: demo/notes/README.md" in result.check("sources.root")["detail"], why
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_a_name_refused_only_above_the_directive_root_is_a_difference(forge: For
     result = forge.verify("HEAD")
     why = result.explain()
     assert result.verdict == "FAILED" and result.check("sources.root")["state"] == "failed", why
-    assert "gone: other\\dir/x.md" in result.check("sources.root")["detail"], why
+    assert "gone: demo/other\\dir/x.md" in result.check("sources.root")["detail"], why
 
 
 # --------------------------------------------------------------------------- a directive's own path
@@ -193,7 +193,7 @@ def test_an_edited_source_beside_the_refused_directive_still_fails(forge: Forge)
     result = forge.verify("HEAD")
     why = result.explain()
     assert result.code == 1 and result.verdict == "FAILED", why
-    assert "changed: notes/README.md" in result.check("sources.root")["detail"], why
+    assert "changed: demo/notes/README.md" in result.check("sources.root")["detail"], why
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from tests.support.env import subprocess_env
 from tests.support.forger import Forge
 from tests.support.gitrepo import init_repo
 from tests.support.hub import stand_in
+from tests.support.older import older_form
 
 pytestmark = pytest.mark.slow
 
@@ -109,22 +110,6 @@ def test_both_spellings_of_a_hub_base_give_one_adapter_that_peft_loads_offline(
 
 
 # --------------------------------------------------------------------------- older records
-
-
-def older_form(forge: Forge, config: bytes | None = None) -> None:
-    """Make the commit's adapter what dlm-git wrote before the card, consistently: the
-    document's spec in adapter_config.json, revision null, no README.md, the manifest
-    re-recording the adapter, as an older training did (`config`: other config bytes)."""
-    from dlm_git.train.adapter import legacy_adapter_config
-
-    files = forge.adapter_files()
-    assert "README.md" in files
-    del files["README.md"]
-    current = json.loads(files["adapter_config.json"])
-    assert current["base_model_name_or_path"] is None  # builtin:tiny: not on the Hub
-    files["adapter_config.json"] = config or legacy_adapter_config(current, "builtin:tiny")
-    forge.store_adapter(files, rebind="all")
-    forge.commit("an adapter trained before the card")
 
 
 def test_a_record_from_before_the_card_verifies_and_replays_bitwise(forge: Forge) -> None:
