@@ -22,6 +22,7 @@ from dlm_git.commands import diff as diff_cmd
 from dlm_git.commands import doctor as doctor_cmd
 from dlm_git.commands import fsck as fsck_cmd
 from dlm_git.commands import init as init_cmd
+from dlm_git.commands import inputs as inputs_cmd
 from dlm_git.commands import log as log_cmd
 from dlm_git.commands import new as new_cmd
 from dlm_git.commands import show as show_cmd
@@ -67,6 +68,7 @@ app.add_typer(cache_app, name="cache")
 app.add_typer(base_app, name="base")
 app.add_typer(hooks_app, name="hooks")
 app.command("tokenize")(tokenize_cmd.tokenize)
+app.command("inputs")(inputs_cmd.inputs)
 app.command("verify")(verify_cmd.verify)
 app.command("fsck")(fsck_cmd.fsck)
 app.command("diff")(diff_cmd.diff)

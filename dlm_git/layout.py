@@ -44,6 +44,8 @@ TOKENS_DIR = "tokens"
 SEGMENTS_DIR = "segments"
 RUN_RECORD_NAME = "run.json"
 BASE_RECORD_NAME = "base.json"
+INPUTS_RECORD_NAME = "dlm.inputs.json"
+"""What the pipeline's `inputs` stage records of a document's inputs (`pipeline.inputs`)."""
 SIGNATURE_NAME = "dlm.sig"
 PIPELINE_TINY_DIR = "bases/tiny"
 """Where the pipeline's `base` stage builds builtin:tiny, relative to the repository root
@@ -61,6 +63,7 @@ OUTPUT_NAMES = (
     LOSS_NAME,
     VERIFY_NAME,
     BASE_RECORD_NAME,
+    INPUTS_RECORD_NAME,
     SIGNATURE_NAME,
     ADAPTER_DIR,
     TOKENS_DIR,

@@ -27,8 +27,8 @@ from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
 from dlm_git.base.spec import REV_RE, BaseSpec, parse_base_spec
 from dlm_git.base.tiny import (
     SPEC_FILE,
-    check_tiny_dir,
     ensure_tiny_base,
+    ensure_tiny_dir,
     tiny_dir,
     tiny_spec_hash,
 )
@@ -174,7 +174,7 @@ def resolve_base(
     located = locate_base(value, doc_dir, repo_root, where)
     spec = located.spec
     if spec.kind == "builtin" and tiny_dir is not None:
-        check_tiny_dir(tiny_dir)
+        ensure_tiny_dir(tiny_dir)
         path = tiny_dir
     elif spec.kind == "local" and local_dir is not None:
         path = local_dir

@@ -137,13 +137,28 @@ def check_tiny_dir(directory: Path) -> None:
     from dlm_git.base.errors import BaseNotAvailableError
 
     spec_file = Path(directory) / SPEC_FILE
-    hint = f"rebuild it: dlm-git base build --out {directory} (or `dvc repro base`)"
+    hint = f"rebuild it: dlm-git base build --out {directory}"
     if not spec_file.is_file():
         raise BaseNotAvailableError(str(directory), "no built tiny base here", hint)
     if read_regular(spec_file, MAX_RECORD_BYTES) != tiny_spec_json():
         raise BaseNotAvailableError(
             str(directory), "tiny base was built from another spec (library versions?)", hint
         )
+
+
+def ensure_tiny_dir(directory: Path) -> None:
+    """Build the tiny base into `directory` if nothing is built there yet (deterministic,
+    so whichever command needs it first builds the same files); then `check_tiny_dir`.
+    No lock file (it would sit untracked in the work tree): two builders racing build the
+    same bytes, and the loser of the final rename finds the winner's directory."""
+    directory = Path(directory)
+    if not (directory / SPEC_FILE).exists():
+        try:
+            build_tiny_base(directory)
+        except OSError:
+            if not (directory / SPEC_FILE).exists():
+                raise
+    check_tiny_dir(directory)
 
 
 def ensure_tiny_base(cache_root: Path | None = None) -> Path:

@@ -30,6 +30,7 @@ from dlm_git.pipeline.templates import (
     PIPELINE_KEY,
     SIGN_STAGE,
     STAGES,
+    SUPERSEDED,
     doc_params_entry,
 )
 from dlm_git.safeparse import load_yaml_with
@@ -98,19 +99,53 @@ def merge_dvc_yaml(path: Path, result: InitResult, sign: bool = False) -> None:
         data["stages"] = stages
     if not isinstance(stages, dict):
         raise DlmGitError(str(path), "'stages' is not a mapping", "fix dvc.yaml first")
-    added = []
+    added, updated = [], []
     wanted = {**STAGES, **({"sign": SIGN_STAGE} if sign else {})}
     for name, body in wanted.items():
         if name not in stages:
             stages[name] = body
             added.append(name)
+        elif _plain(stages[name]) in SUPERSEDED.get(name, ()):
+            stages[name] = body
+            updated.append(name)
         elif _plain(stages[name]) != body:
             result.warnings.append(
                 f"{path.name}: stage '{name}' differs from dlm-git's; left as is"
             )
-    if added:
+    if added or updated:
         atomic_write_text(path, _dump(data))
+    if added:
         result.changes.append(f"{path.name}: added stages {', '.join(added)}")
+    if updated:
+        result.changes.append(
+            f"{path.name}: updated stages {', '.join(updated)} (not always_changed)"
+        )
+
+
+def merge_inputs_stage(root: Path, result: InitResult) -> None:
+    """Write the `inputs` stage as the listed documents need it now (first in the file;
+    ours entirely: `dlm-git inputs` refuses to run any other form)."""
+    from dlm_git.pipeline.inputs import STAGE, listed_documents, plan
+
+    path = root / "dvc.yaml"
+    try:
+        inputs = plan(root, listed_documents(root))
+    except DlmGitError as exc:
+        result.warnings.append(f"{path.name}: stage '{STAGE}' not written: {exc.one_line()}")
+        return
+    data = _load(path)
+    stages = data["stages"]
+    body = inputs.stage()
+    for why in inputs.untracked:
+        result.notes.append(f"DVC cannot watch {why}: stage '{STAGE}' runs on every repro")
+    if STAGE in stages and _plain(stages[STAGE]) == body:
+        return
+    if STAGE in stages:
+        stages[STAGE] = body
+    else:
+        stages.insert(0, STAGE, body)
+    atomic_write_text(path, _dump(data))
+    result.changes.append(f"{path.name}: stage '{STAGE}' for {len(inputs.docs)} document(s)")
 
 
 def merge_params(path: Path, doc_dir: str | None, result: InitResult) -> None:
@@ -221,6 +256,12 @@ def run_init(
     merge_gitignore(root / ".gitignore", result)
     if doc_name is not None:
         scaffold(root, doc_name, result)
+        if "." in doc_name:
+            result.notes.append(
+                f"'{doc_name}' holds a '.': `dvc exp run -S docs.{doc_name}.…` cannot address it"
+                " (DVC splits keys at dots); edit params.yaml instead, or rename the directory"
+            )
+    merge_inputs_stage(root, result)
     if install_hooks:
         _install_hooks(root, result)
     return result

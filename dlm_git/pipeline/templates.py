@@ -2,11 +2,12 @@
 
 Invariants:
 - Every stage command is a `dlm-git` subcommand; no ad-hoc scripts.
-- `tokenize@<doc>` is `always_changed`: DVC cannot list a document's `training.sources`
-  statically, so the stage re-expands them every `dvc repro`; the token cache makes that
-  cheap, and when `tokens/` comes out unchanged DVC runs nothing downstream. `tokens/`
-  also records the document's sha256, sources root and base identity, so any input
-  change reaches `train@<doc>` through it.
+- `base@<doc>` and `tokenize@<doc>` depend on `<doc>/dlm.inputs.json`, which the one
+  `inputs` stage writes from every input a document reads (`dlm_git.pipeline.inputs`,
+  which computes that stage; `init` writes it per repository). So nothing is
+  `always_changed` unless an input lies where DVC cannot watch it, and after `dvc repro`
+  `dvc status` is clean. `tokens/` also records the document's sha256, sources root and
+  base identity, so any input change reaches `train@<doc>` through it.
 - A document's settings are `docs.<doc>` (`dlm_git.train.doc_params`): its `tokenize`
   and `train` stages depend on that entry only, so a setting of one document re-runs that
   document's stages; `pipeline.*` are every document's (and re-run every `train@`).
@@ -15,9 +16,11 @@ Invariants:
   (they are committed to git); `adapter/` and `tokens/` are DVC-cached.
 - `base@<doc>` resolves the document's base and writes its identity to `<doc>/base.json`
   (revision, tensor root, tokenizer and config sha256): that file, not a directory of
-  weights, is what `tokenize` and `train` depend on, so swapping the base (or its files)
-  reruns them. It builds `builtin:tiny` into `bases/tiny` only for a document that uses
-  it (a no-op when up to date); a document on a real base builds nothing.
+  weights, is what `tokenize` and `train` depend on, so swapping the base reruns them.
+  A base that can change under the same spec (a local directory) is
+  recorded in `dlm.inputs.json` by its identity, so editing its files reruns it too.
+  `builtin:tiny` is built into `bases/tiny` by whichever command needs it first
+  (`base.tiny.ensure_tiny_dir`); a document on a real base builds nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 from dlm_git.layout import (
     ADAPTER_DIR,
     BASE_RECORD_NAME,
+    INPUTS_RECORD_NAME,
     LOCK_NAME,
     LOSS_NAME,
     MANIFEST_NAME,
@@ -72,7 +76,7 @@ STAGES: dict[str, Any] = {
         "foreach": "${documents}",
         "do": {
             "cmd": f"dlm-git base resolve ${{item}} --tiny-dir {TINY_DIR}",
-            "always_changed": True,
+            "deps": [_out(INPUTS_RECORD_NAME)],
             "outs": [{_out(BASE_RECORD_NAME): {"cache": False}}],
         },
     },
@@ -80,8 +84,7 @@ STAGES: dict[str, Any] = {
         "foreach": "${documents}",
         "do": {
             "cmd": f"dlm-git tokenize ${{item}} --tiny-dir {TINY_DIR}",
-            "always_changed": True,
-            "deps": [_out(BASE_RECORD_NAME)],
+            "deps": [_out(INPUTS_RECORD_NAME), _out(BASE_RECORD_NAME)],
             "params": [f"{DOCS_KEY}.{ITEM}"],
             "outs": [_out(TOKENS_DIR)],
         },
@@ -127,6 +130,34 @@ STAGES: dict[str, Any] = {
         },
     },
 }
+
+SUPERSEDED: dict[str, tuple[dict[str, Any], ...]] = {
+    "base": (
+        {
+            "foreach": "${documents}",
+            "do": {
+                "cmd": f"dlm-git base resolve ${{item}} --tiny-dir {TINY_DIR}",
+                "always_changed": True,
+                "outs": [{_out(BASE_RECORD_NAME): {"cache": False}}],
+            },
+        },
+    ),
+    "tokenize": (
+        {
+            "foreach": "${documents}",
+            "do": {
+                "cmd": f"dlm-git tokenize ${{item}} --tiny-dir {TINY_DIR}",
+                "always_changed": True,
+                "deps": [_out(BASE_RECORD_NAME)],
+                "params": [f"{DOCS_KEY}.{ITEM}"],
+                "outs": [_out(TOKENS_DIR)],
+            },
+        },
+    ),
+}
+"""Earlier dlm-git releases' forms of a stage (`always_changed`, before the `inputs`
+stage): `init` replaces a stage still in one of these forms by today's, and leaves a
+stage the user changed as is."""
 
 SIGN_STAGE: dict[str, Any] = {
     "foreach": "${documents}",

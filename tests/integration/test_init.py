@@ -17,6 +17,17 @@ import yaml
 from dlm_git.pipeline.templates import DEFAULT_PIPELINE_PARAMS, STAGES
 from tests.support.cli import RunCli
 
+
+def inputs_stage(doc: str) -> dict:
+    """The `inputs` stage for the starter document `doc` (it reads `<doc>/notes`)."""
+    return {
+        "cmd": "dlm-git inputs",
+        "deps": [f"{doc}/notes", f"{doc}/{doc}.dlm"],  # sorted
+        "params": ["documents"],
+        "outs": [{f"{doc}/dlm.inputs.json": {"cache": False}}],
+    }
+
+
 # `run_cli` and `git_repo` come from the conftest files.
 DOC = "notes-doc"
 
@@ -70,7 +81,8 @@ def test_init_scaffolds_and_second_run_changes_nothing(
     assert f"{DOC}/{DOC}.dlm: created" in out
 
     stages = yaml.safe_load((git_repo / "dvc.yaml").read_text("utf-8"))["stages"]
-    assert stages == STAGES
+    assert stages == {"inputs": inputs_stage(DOC), **STAGES}
+    assert list(stages)[0] == "inputs"
     params = yaml.safe_load((git_repo / "params.yaml").read_text("utf-8"))
     assert params == {
         "documents": [DOC],
@@ -134,7 +146,7 @@ def test_init_merges_into_existing_dvc_files(
     assert "# the user's stage" in dvc_text
     stages = yaml.safe_load(dvc_text)["stages"]
     assert stages["prepare"] == yaml.safe_load(USER_DVC_YAML)["stages"]["prepare"]
-    assert list(stages) == ["prepare", *STAGES]
+    assert list(stages) == ["inputs", "prepare", *STAGES]
     assert {k: stages[k] for k in STAGES} == STAGES
 
     params_text = (git_repo / "params.yaml").read_text("utf-8")
@@ -158,6 +170,7 @@ def test_init_merges_into_existing_dvc_files(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [
+        "inputs",
         "prepare",
         f"base@{DOC}",
         f"tokenize@{DOC}",
@@ -175,7 +188,16 @@ def test_init_merges_into_existing_dvc_files(
     params = yaml.safe_load((git_repo / "params.yaml").read_text("utf-8"))
     assert params["documents"] == [DOC, "second"]
     assert params["docs"] == {DOC: {"training": {}}, "second": {"training": {}}}
-    assert (git_repo / "dvc.yaml").read_bytes() == before["dvc.yaml"]
+    # the second document's inputs join the one `inputs` stage; nothing else changes
+    now = yaml.safe_load((git_repo / "dvc.yaml").read_text("utf-8"))["stages"]
+    was = yaml.safe_load(before["dvc.yaml"])["stages"]
+    assert {k: v for k, v in now.items() if k != "inputs"} == {
+        k: v for k, v in was.items() if k != "inputs"
+    }
+    assert now["inputs"]["deps"] == sorted(
+        inputs_stage(DOC)["deps"] + inputs_stage("second")["deps"]
+    )
+    assert "# my own pipeline: keep this comment" in (git_repo / "dvc.yaml").read_text("utf-8")
     assert "# keep half" in (git_repo / "params.yaml").read_text("utf-8")
 
 
@@ -224,3 +246,39 @@ def test_invalid_doc_name_is_refused(
     assert len(lines) == 1 and "not a valid document name" in lines[0], err
     # Refused before anything was written.
     assert sorted(p.name for p in git_repo.iterdir()) == [".git"]
+
+
+def test_init_replaces_an_earlier_releases_stage_and_keeps_a_users(
+    git_repo: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dlm_git.pipeline.templates import SUPERSEDED
+
+    monkeypatch.chdir(git_repo)
+    assert run_cli("init", "--doc", DOC, "--no-hooks")[0] == 0
+    path = git_repo / "dvc.yaml"
+    data = yaml.safe_load(path.read_text("utf-8"))
+    data["stages"]["base"] = SUPERSEDED["base"][0]  # as an earlier `init` wrote it
+    data["stages"]["tokenize"] = {**SUPERSEDED["tokenize"][0], "frozen": True}  # the user's
+    path.write_text(yaml.safe_dump(data, sort_keys=False), "utf-8")
+
+    code, out, err = run_cli("init", "--no-hooks")
+    assert code == 0, err
+    assert "dvc.yaml: updated stages base (not always_changed)" in out
+    assert "stage 'tokenize' differs from dlm-git's; left as is" in err
+    stages = yaml.safe_load(path.read_text("utf-8"))["stages"]
+    assert stages["base"] == STAGES["base"]
+    assert stages["tokenize"]["frozen"] is True
+
+
+def test_a_document_name_with_a_dot_is_set_up_and_the_dvc_key_limit_is_said(
+    git_repo: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(git_repo)
+    code, out, err = run_cli("init", "--doc", "notes.v2", "--no-hooks")
+    assert code == 0, err
+    assert (
+        "dlm-git init: 'notes.v2' holds a '.': `dvc exp run -S docs.notes.v2.…` cannot"
+        " address it (DVC splits keys at dots); edit params.yaml instead, or rename the"
+        " directory"
+    ) in out
+    assert (git_repo / "notes.v2" / "notes.v2.dlm").is_file()

@@ -36,6 +36,7 @@ RAN_TRAIN = f"Running stage 'train@{DOC}'"
 RAN_VERIFY = f"Running stage 'verify@{DOC}'"
 SKIPPED_TRAIN = f"Stage 'train@{DOC}' didn't change, skipping"
 SKIPPED_VERIFY = f"Stage 'verify@{DOC}' didn't change, skipping"
+UP_TO_DATE = "Data and pipelines are up to date."
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo
     assert ".dvc/: dvc init" in pipeline_repo.init.out
     assert "added stages base, tokenize, train, verify" in pipeline_repo.init.out
     out = pipeline_repo.repro.out
-    for stage in (f"base@{DOC}", f"tokenize@{DOC}", f"train@{DOC}", f"verify@{DOC}"):
+    for stage in ("inputs", f"base@{DOC}", f"tokenize@{DOC}", f"train@{DOC}", f"verify@{DOC}"):
         assert f"Running stage '{stage}'" in out, out
 
     d = repo / DOC
@@ -190,6 +191,7 @@ def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo
         f"{DOC}/train_loss.tsv",
         f"{DOC}/verify.json",
         f"{DOC}/base.json",
+        f"{DOC}/dlm.inputs.json",
     ):
         assert name in tracked, name
     for path in tracked:
@@ -199,14 +201,73 @@ def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo
     assert not (repo / ".dlm-git").exists()  # nothing in the work tree
 
 
-def test_second_repro_is_a_no_op(repo: Path) -> None:
+def test_second_repro_is_a_no_op_and_status_is_clean(repo: Path) -> None:
+    assert UP_TO_DATE in ok(dvc(repo, "status")).out  # nothing is always_changed
     result = ok(dvc(repo, "repro"))
     print(f"\n[timing] no-op `dvc repro`: {result.seconds:.1f} s")
-    assert f"Running stage 'tokenize@{DOC}'" in result.out  # always_changed
+    assert "Running stage" not in result.out, result.out
     assert SKIPPED_TRAIN in result.out, result.out
     assert SKIPPED_VERIFY in result.out, result.out
-    assert RAN_TRAIN not in result.out and RAN_VERIFY not in result.out
     assert_clean(repo)
+
+
+def test_a_source_edit_reruns_only_the_document_that_reads_it(repo: Path) -> None:
+    ok(dlm_git(repo, "init", "--doc", "other", "--no-hooks"))
+    ok(dvc(repo, "repro"))
+    assert UP_TO_DATE in ok(dvc(repo, "status")).out
+
+    with (repo / DOC / "notes" / "README.md").open("a", encoding="utf-8") as f:
+        f.write("\nOne more line for the notes.\n")
+    status = ok(dvc(repo, "status")).out
+    assert "inputs:" in status and f"{DOC}/notes" in status, status
+    result = ok(dvc(repo, "repro"))
+    for stage in ("inputs", f"base@{DOC}", f"tokenize@{DOC}"):
+        assert f"Running stage '{stage}'" in result.out, result.out
+    assert RAN_TRAIN in result.out  # the tokens changed
+    assert "Running stage 'tokenize@other'" not in result.out, result.out
+    assert "Running stage 'train@other'" not in result.out, result.out
+    assert UP_TO_DATE in ok(dvc(repo, "status")).out
+
+
+def test_a_new_source_root_stops_the_repro_until_init_writes_it(repo: Path) -> None:
+    doc = repo / DOC / f"{DOC}.dlm"
+    (repo / "shared").mkdir()
+    (repo / "shared" / "glossary.md").write_text("# Glossary\n\nA term.\n", "utf-8")
+    text = doc.read_text("utf-8")
+    anchor = "  sources:\n"
+    assert anchor in text, "starter document changed: update this test"
+    doc.write_text(text.replace(anchor, anchor + "    - path: ../shared\n", 1), "utf-8")
+
+    result = dvc(repo, "repro")
+    assert result.code != 0
+    assert (
+        "dvc.yaml: stage 'inputs' is not what the documents read now (not a dep: shared)"
+        " (hint: run `dlm-git init` to write the stage again)"
+    ) in result.out, result.out
+    assert RAN_TRAIN not in result.out
+
+    assert "stage 'inputs'" in ok(dlm_git(repo, "init", "--no-hooks")).out
+    assert RAN_TRAIN in ok(dvc(repo, "repro")).out
+    assert UP_TO_DATE in ok(dvc(repo, "status")).out
+    (repo / "shared" / "glossary.md").write_text("# Glossary\n\nAnother term.\n", "utf-8")
+    assert "shared" in ok(dvc(repo, "status")).out
+
+
+def test_a_directive_over_outputs_keeps_only_the_inputs_stage_always_changed(
+    repo: Path,
+) -> None:
+    doc = repo / DOC / f"{DOC}.dlm"
+    text = doc.read_text("utf-8")
+    doc.write_text(text.replace("    - path: notes\n", "    - path: .\n", 1), "utf-8")
+    assert "    - path: .\n" in doc.read_text("utf-8"), "starter document changed"
+    init = ok(dlm_git(repo, "init", "--no-hooks"))
+    assert (
+        f"DVC cannot watch {DOC}: training.sources '.' covers pipeline outputs ({DOC})"
+    ) in init.out, init.out
+    ok(dvc(repo, "repro"))
+    again = ok(dvc(repo, "repro"))
+    assert "Running stage 'inputs'" in again.out, again.out  # always_changed
+    assert f"Running stage 'tokenize@{DOC}'" not in again.out, again.out
 
 
 def test_forced_repro_leaves_git_clean(repo: Path) -> None:

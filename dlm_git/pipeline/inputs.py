@@ -1,0 +1,231 @@
+"""What each document of the pipeline reads, written down where DVC can compare it: the
+`inputs` stage.
+
+Invariants:
+- DVC compares only the deps written in `dvc.yaml`, and a `foreach` stage cannot list a
+  different number of them per document. So one stage, `inputs`, depends on every listed
+  document's inputs (its `.dlm`, each `training.sources` root, a local base's directory)
+  and writes `<doc>/dlm.inputs.json` per document: digests of exactly what that document
+  reads. `base@<doc>` and `tokenize@<doc>` depend on that file, so a change to one
+  document's inputs re-runs that document's stages only, and after `dvc repro`,
+  `dvc status` is clean.
+- The stage is computed by one function (`plan(...).stage()`): `init` writes it, and the
+  stage's command (`dlm-git inputs`) refuses to run when `dvc.yaml`'s stage is not what
+  the documents read now (a source root added to a `.dlm`, a document added to
+  `documents:`), since DVC would not see that input change otherwise.
+- An input DVC cannot track (a directive outside the repository or over a directory that
+  holds pipeline outputs, a base outside the repository, a registry key without a pinned
+  revision: none is today) makes the stage `always_changed`, and `init` names the
+  document and why: it then runs on every `dvc repro`, and when no `dlm.inputs.json`
+  changed DVC runs nothing after it.
+- `dlm.inputs.json` holds digests of content only (no mtimes, no machine paths): it is
+  committed, and the same on every checkout of the commit.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dlm_git.doc.load import LoadedDocument, load_document
+from dlm_git.doc.peek import directive_root, leaves_repository
+from dlm_git.doc.walk import source_rows_digest
+from dlm_git.errors import DlmGitError
+from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.hashing import canonical_json
+from dlm_git.layout import INPUTS_RECORD_NAME, OUTPUT_NAMES, find_document
+from dlm_git.safeparse import Unbounded, load_yaml
+
+STAGE = "inputs"
+COMMAND = "dlm-git inputs"
+DOCUMENTS_KEY = "documents"
+FIX = "run `dlm-git init` to write the stage again"
+FIX_PARAMS = "fix params.yaml"
+
+
+@dataclass(frozen=True)
+class DocInputs:
+    """One document's inputs: what DVC can watch, and what it cannot (with why)."""
+
+    rel: str
+    """The document directory, repo-relative (as `documents:` lists it)."""
+    deps: tuple[str, ...]
+    untracked: tuple[str, ...]
+    record: bytes
+
+
+@dataclass(frozen=True)
+class Plan:
+    docs: tuple[DocInputs, ...]
+
+    @property
+    def untracked(self) -> list[str]:
+        return [f"{d.rel}: {why}" for d in self.docs for why in d.untracked]
+
+    def stage(self) -> dict[str, Any]:
+        """The `inputs` stage of `dvc.yaml` (plain data, in a stable order)."""
+        deps = sorted({dep for d in self.docs for dep in d.deps})
+        body: dict[str, Any] = {"cmd": COMMAND}
+        if self.untracked:
+            body["always_changed"] = True
+        body["deps"] = deps
+        body["params"] = [DOCUMENTS_KEY]
+        body["outs"] = [{_record_path(d.rel): {"cache": False}} for d in self.docs]
+        return body
+
+
+def _record_path(rel: str) -> str:
+    return posixpath.join(rel, INPUTS_RECORD_NAME) if rel != "." else INPUTS_RECORD_NAME
+
+
+def listed_documents(root: Path) -> list[str]:
+    """`documents:` of the work tree's params.yaml (refused in one line when malformed)."""
+    path = root / "params.yaml"
+    if not path.is_file():
+        return []
+    try:
+        data = load_yaml(path.read_text("utf-8"))
+    except Unbounded as exc:
+        raise DlmGitError("params.yaml", f"does not parse: {exc.problem}", FIX_PARAMS) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DlmGitError("params.yaml", f"does not parse: {first}", FIX_PARAMS) from None
+    listed = data.get(DOCUMENTS_KEY) if isinstance(data, dict) else None
+    if listed is None:
+        return []
+    if not isinstance(listed, list) or not all(isinstance(d, str) for d in listed):
+        raise DlmGitError(
+            "params.yaml", f"'{DOCUMENTS_KEY}' is not a list of directories", "make it one"
+        )
+    return list(listed)
+
+
+def plan(root: Path, documents: list[str]) -> Plan:
+    """Every listed document's inputs, judged against all documents' outputs."""
+    outputs = {posixpath.join(rel, name) for rel in documents for name in OUTPUT_NAMES}
+    outputs |= {_record_path(rel) for rel in documents}
+    return Plan(tuple(_doc_inputs(root, rel, outputs) for rel in documents))
+
+
+def _doc_inputs(root: Path, rel: str, outputs: set[str]) -> DocInputs:
+    loaded = load_document(root / rel)
+    dlm = Path(find_document(root / rel)).resolve().relative_to(root.resolve()).as_posix()
+    deps, untracked = [dlm], []
+    for spec in loaded.doc.frontmatter.training.sources:
+        why = _untrackable_source(rel, spec.path, outputs)
+        if why is None:
+            deps.append(posixpath.normpath(posixpath.join(rel, directive_root(spec.path))))
+        else:
+            untracked.append(f"training.sources '{spec.path}' {why}")
+    base_dep, base_record, why = _base_inputs(loaded, root, outputs)
+    deps += base_dep
+    untracked += [why] if why else []
+    record = {
+        "document": dlm,
+        "dlm_sha256": loaded.doc.sha256,
+        "base": base_record,
+        "sources": {
+            "files": len(loaded.sources.files),
+            "digest": source_rows_digest(loaded.sources.files),
+        },
+    }
+    return DocInputs(rel, tuple(deps), tuple(untracked), canonical_json(record))
+
+
+def _overlaps(path: str, outputs: set[str]) -> bool:
+    if path == ".":
+        return True
+    return any(o == path or o.startswith(path + "/") or path.startswith(o + "/") for o in outputs)
+
+
+def _untrackable_source(rel: str, path: str, outputs: set[str]) -> str | None:
+    if leaves_repository(rel, path):
+        return "is outside the repository"
+    joined = posixpath.normpath(posixpath.join(rel, directive_root(path)))
+    if _overlaps(joined, outputs):
+        return f"covers pipeline outputs ({joined})"
+    return None
+
+
+def _base_inputs(
+    loaded: LoadedDocument, root: Path, outputs: set[str]
+) -> tuple[list[str], dict[str, Any], str | None]:
+    """(deps, what `dlm.inputs.json` records of the base, why DVC cannot watch it)."""
+    from dlm_git.base.resolve import resolve_base
+    from dlm_git.base.spec import parse_base_spec
+
+    raw = loaded.doc.frontmatter.base_model
+    where = loaded.base_model_at
+    spec = parse_base_spec(raw, where)
+    if spec.kind == "builtin" or (spec.kind == "hf" and spec.revision is not None):
+        return [], {"spec": raw}, None  # one snapshot, whatever the machine
+    resolved = resolve_base(raw, loaded.doc.directory, loaded.repo_root, where=where)
+    ident = resolved.identity
+    record = {
+        "spec": raw,
+        "revision": ident.revision,
+        "tensor_root": ident.tensor_root,
+        "tokenizer_sha256": ident.tokenizer_sha256,
+        "config_sha256": ident.config_sha256,
+    }
+    if spec.kind == "hf":
+        return [], record, f"base_model '{raw}' has no pinned revision"
+    try:
+        base = resolved.path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return [], record, f"base_model '{raw}' is outside the repository"
+    if _overlaps(base, outputs):
+        return [], record, f"base_model '{raw}' covers pipeline outputs"
+    return [base], record, None
+
+
+def stage_in(dvc_yaml: Path) -> Any:
+    """The `inputs` stage as `dvc.yaml` holds it now (None: not there)."""
+    if not dvc_yaml.is_file():
+        return None
+    try:
+        data = load_yaml(dvc_yaml.read_text("utf-8"))
+    except Exception:  # a dvc.yaml that does not parse: DVC itself says why
+        return None
+    stages = data.get("stages") if isinstance(data, dict) else None
+    return stages.get(STAGE) if isinstance(stages, dict) else None
+
+
+def write_records(root: Path, inputs: Plan) -> list[str]:
+    """Write each document's `dlm.inputs.json` when it changed; the documents written."""
+    written = []
+    for doc in inputs.docs:
+        path = root / _record_path(doc.rel)
+        if not path.is_file() or path.read_bytes() != doc.record:
+            atomic_write_bytes(path, doc.record)
+            written.append(doc.rel)
+    return written
+
+
+def run(root: Path) -> tuple[Plan, list[str]]:
+    """The stage's command: refuse a stale stage, then write the records."""
+    inputs = plan(root, listed_documents(root))
+    if stage_in(root / "dvc.yaml") != inputs.stage():
+        raise DlmGitError(
+            "dvc.yaml",
+            f"stage '{STAGE}' is not what the documents read now"
+            f" ({_difference(stage_in(root / 'dvc.yaml'), inputs.stage())})",
+            FIX,
+        )
+    return inputs, write_records(root, inputs)
+
+
+def _difference(have: Any, want: dict[str, Any]) -> str:
+    if not isinstance(have, dict):
+        return "there is no such stage"
+    deps = have.get("deps")
+    have_deps: list[Any] = deps if isinstance(deps, list) else []
+    missing = [d for d in want["deps"] if d not in have_deps]
+    extra = [d for d in have_deps if d not in want["deps"]]
+    parts = [f"not a dep: {', '.join(missing)}"] if missing else []
+    parts += [f"no longer read: {', '.join(map(str, extra))}"] if extra else []
+    return "; ".join(parts) or "outs, params or always_changed differ"

@@ -1,0 +1,118 @@
+"""The `inputs` stage: what each pipeline document reads, written where DVC can compare
+it, so that `dvc status` is clean after `dvc repro` (docs/pipeline.md).
+
+Each test is a real git work tree with real `.dlm` documents; the stage is what
+`dlm_git.pipeline.inputs.plan` computes and what `dlm-git init` writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dlm_git.errors import DlmGitError
+from dlm_git.pipeline.inputs import listed_documents, plan, run, write_records
+from tests.support.docs import WriteDoc
+
+PINNED = "hf:example-org/example-model@" + "ab" * 20
+
+
+def _doc(
+    write_doc: WriteDoc, repo: Path, rel: str, *sources: str, base: str = "builtin:tiny"
+) -> None:
+    lines = [f"base_model: '{base}'", "training:", "  sources_policy: permissive", "  sources:"]
+    lines += [f"    - path: '{s}'" for s in sources]
+    frontmatter = "\n".join(lines) if sources else f"base_model: '{base}'"
+    write_doc(repo / rel, "# Notes\n\nSome prose.\n", frontmatter=frontmatter)
+
+
+def _params(repo: Path, *documents: str) -> None:
+    (repo / "params.yaml").write_text(yaml.safe_dump({"documents": list(documents)}), "utf-8")
+
+
+def _dvc_yaml(repo: Path, stage: dict) -> None:
+    (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"inputs": stage}}), "utf-8")
+
+
+def test_every_input_inside_the_repository_is_a_dep_of_one_stage(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    (git_repo / "a" / "notes").mkdir(parents=True)
+    (git_repo / "shared").mkdir()
+    _doc(write_doc, git_repo, "a", "notes", "../shared")
+    _doc(write_doc, git_repo, "b", base=PINNED)  # a pinned Hub base: needs no cache here
+    stage = plan(git_repo, ["a", "b"]).stage()
+    assert stage == {
+        "cmd": "dlm-git inputs",
+        "deps": ["a/doc.dlm", "a/notes", "b/doc.dlm", "shared"],
+        "params": ["documents"],
+        "outs": [{"a/dlm.inputs.json": {"cache": False}}, {"b/dlm.inputs.json": {"cache": False}}],
+    }
+
+
+def test_an_input_dvc_cannot_watch_makes_the_stage_always_changed_and_says_why(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    (git_repo.parent / "elsewhere").mkdir()
+    _doc(write_doc, git_repo, "a", ".", "../../elsewhere")
+    inputs = plan(git_repo, ["a"])
+    assert inputs.stage()["always_changed"] is True
+    assert inputs.stage()["deps"] == ["a/doc.dlm"]
+    assert inputs.untracked == [
+        "a: training.sources '.' covers pipeline outputs (a)",
+        "a: training.sources '../../elsewhere' is outside the repository",
+    ]
+
+
+def test_the_record_follows_what_the_document_reads_and_nothing_else(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    (git_repo / "a" / "notes").mkdir(parents=True)
+    (git_repo / "a" / "notes" / "n.md").write_text("one\n", "utf-8")
+    (git_repo / "unrelated.txt").write_text("x\n", "utf-8")
+    _doc(write_doc, git_repo, "a", "notes")
+    first = plan(git_repo, ["a"]).docs[0].record
+
+    (git_repo / "unrelated.txt").write_text("y\n", "utf-8")
+    assert plan(git_repo, ["a"]).docs[0].record == first
+    (git_repo / "a" / "notes" / "n.md").write_bytes(b"one\r\n")  # a CRLF checkout: same text
+    assert plan(git_repo, ["a"]).docs[0].record == first
+    (git_repo / "a" / "notes" / "n.md").write_text("two\n", "utf-8")
+    assert plan(git_repo, ["a"]).docs[0].record != first
+
+
+def test_the_command_refuses_a_stage_that_misses_a_new_source_root(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    (git_repo / "a" / "notes").mkdir(parents=True)
+    (git_repo / "a" / "more").mkdir(parents=True)
+    _doc(write_doc, git_repo, "a", "notes")
+    _params(git_repo, "a")
+    _dvc_yaml(git_repo, plan(git_repo, ["a"]).stage())
+    run(git_repo)
+    assert (git_repo / "a" / "dlm.inputs.json").is_file()
+
+    _doc(write_doc, git_repo, "a", "notes", "more")  # a directive added to the .dlm
+    (git_repo / "a" / "dlm.inputs.json").unlink()
+    with pytest.raises(DlmGitError) as err:
+        run(git_repo)
+    assert err.value.one_line() == (
+        "dvc.yaml: stage 'inputs' is not what the documents read now (not a dep: a/more)"
+        " (hint: run `dlm-git init` to write the stage again)"
+    )
+    assert not (git_repo / "a" / "dlm.inputs.json").exists()  # nothing written
+
+
+def test_records_are_rewritten_only_when_they_change(git_repo: Path, write_doc: WriteDoc) -> None:
+    _doc(write_doc, git_repo, "a")
+    inputs = plan(git_repo, ["a"])
+    assert write_records(git_repo, inputs) == ["a"]
+    assert write_records(git_repo, inputs) == []
+
+
+def test_a_documents_list_that_is_not_a_list_of_directories_is_one_line(git_repo: Path) -> None:
+    (git_repo / "params.yaml").write_text("documents: {a: 1}\n", "utf-8")
+    with pytest.raises(DlmGitError, match=r"'documents' is not a list of directories"):
+        listed_documents(git_repo)
