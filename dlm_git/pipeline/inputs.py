@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json
 from dlm_git.layout import INPUTS_RECORD_NAME, OUTPUT_NAMES, find_document
+from dlm_git.paths import problem
 from dlm_git.safeparse import Unbounded, load_yaml
 
 STAGE = "inputs"
@@ -101,19 +103,35 @@ def listed_documents(root: Path) -> list[str]:
         raise DlmGitError(
             "params.yaml", f"'{DOCUMENTS_KEY}' is not a list of directories", "make it one"
         )
+    for rel in listed:
+        unsafe = None if rel == "." else problem(rel)
+        if unsafe is not None:  # `dlm.inputs.json` is written under each: never elsewhere
+            raise DlmGitError(
+                "params.yaml",
+                f"{DOCUMENTS_KEY}: '{rel}' {unsafe.value}",
+                "list each document directory relative to the repository root",
+            )
     return list(listed)
 
 
 def plan(root: Path, documents: list[str]) -> Plan:
     """Every listed document's inputs, judged against all documents' outputs."""
-    outputs = {posixpath.join(rel, name) for rel in documents for name in OUTPUT_NAMES}
+    outputs = {
+        posixpath.normpath(posixpath.join(rel, name)) for rel in documents for name in OUTPUT_NAMES
+    }
     outputs |= {_record_path(rel) for rel in documents}
     return Plan(tuple(_doc_inputs(root, rel, outputs) for rel in documents))
 
 
 def _doc_inputs(root: Path, rel: str, outputs: set[str]) -> DocInputs:
+    if os.path.realpath(root / rel) != os.path.normpath(os.path.join(os.path.realpath(root), rel)):
+        raise DlmGitError(  # `dlm.inputs.json` would be written wherever the link points
+            f"{rel}", "is reached through a symbolic link", "list the real directory instead"
+        )
     loaded = load_document(root / rel)
-    dlm = Path(find_document(root / rel)).resolve().relative_to(root.resolve()).as_posix()
+    dlm = (
+        posixpath.join(rel, find_document(root / rel).name) if rel != "." else loaded.doc.path.name
+    )
     deps, untracked = [dlm], []
     for spec in loaded.doc.frontmatter.training.sources:
         why = _untrackable_source(rel, spec.path, outputs)

@@ -116,3 +116,37 @@ def test_a_documents_list_that_is_not_a_list_of_directories_is_one_line(git_repo
     (git_repo / "params.yaml").write_text("documents: {a: 1}\n", "utf-8")
     with pytest.raises(DlmGitError, match=r"'documents' is not a list of directories"):
         listed_documents(git_repo)
+
+
+@pytest.mark.parametrize("rel", ["../outside", "/tmp/x", "a/../../b", "a/.git"])
+def test_a_listed_document_outside_the_work_tree_is_refused_before_anything_is_written(
+    git_repo: Path, rel: str
+) -> None:
+    _params(git_repo, rel)
+    with pytest.raises(DlmGitError, match=r"^params.yaml: documents: '") as err:
+        listed_documents(git_repo)
+    assert "relative to the repository root" in err.value.one_line()
+
+
+def test_a_document_directory_reached_through_a_link_is_refused(
+    git_repo: Path, write_doc: WriteDoc, tmp_path: Path
+) -> None:
+    _doc(write_doc, tmp_path, "elsewhere")
+    (git_repo / "a").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(DlmGitError, match=r"^a: is reached through a symbolic link"):
+        plan(git_repo, ["a"])
+    assert not (tmp_path / "elsewhere" / "dlm.inputs.json").exists()
+
+
+def test_a_document_at_the_repository_root_lists_its_inputs_as_repository_paths(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    (git_repo / "notes").mkdir()
+    (git_repo / "adapter").mkdir()
+    _doc(write_doc, git_repo, ".", "notes", "adapter")
+    inputs = plan(git_repo, ["."])
+    assert inputs.stage()["deps"] == ["doc.dlm", "notes"]
+    assert inputs.stage()["outs"] == [{"dlm.inputs.json": {"cache": False}}]
+    assert inputs.untracked == [
+        ". : training.sources 'adapter' covers pipeline outputs (adapter)".replace(" :", ":")
+    ]
