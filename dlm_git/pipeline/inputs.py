@@ -227,23 +227,28 @@ def write_records(root: Path, inputs: Plan) -> list[str]:
 def run(root: Path) -> tuple[Plan, list[str]]:
     """The stage's command: refuse a stale stage, then write the records."""
     inputs = plan(root, listed_documents(root))
-    if stage_in(root / "dvc.yaml") != inputs.stage():
+    have = stage_in(root / "dvc.yaml")
+    if have != inputs.stage():
         raise DlmGitError(
             "dvc.yaml",
-            f"stage '{STAGE}' is not what the documents read now"
-            f" ({_difference(stage_in(root / 'dvc.yaml'), inputs.stage())})",
+            f"stage '{STAGE}' is not what the documents read now ({_difference(have, inputs)})",
             FIX,
         )
     return inputs, write_records(root, inputs)
 
 
-def _difference(have: Any, want: dict[str, Any]) -> str:
+def _difference(have: Any, inputs: Plan) -> str:
     if not isinstance(have, dict):
         return "there is no such stage"
+    want = inputs.stage()
     deps = have.get("deps")
     have_deps: list[Any] = deps if isinstance(deps, list) else []
     missing = [d for d in want["deps"] if d not in have_deps]
     extra = [d for d in have_deps if d not in want["deps"]]
     parts = [f"not a dep: {', '.join(missing)}"] if missing else []
     parts += [f"no longer read: {', '.join(map(str, extra))}"] if extra else []
-    return "; ".join(parts) or "outs, params or always_changed differ"
+    if want.get("always_changed") and not have.get("always_changed"):
+        parts.append(f"DVC cannot watch {'; '.join(inputs.untracked)}")
+    if have.get("always_changed") and not want.get("always_changed"):
+        parts.append("every input is watched now: always_changed no longer needed")
+    return "; ".join(parts) or "its outs or params differ"

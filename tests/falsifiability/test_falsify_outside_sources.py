@@ -71,6 +71,8 @@ def outside_repo(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path) 
     doc.write_text(text, "utf-8")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOME", str(base / "home"))
+        # outside sources: DVC cannot watch them, so init makes the inputs stage always run
+        run(["dlm-git", "init", "--no-hooks"], built.repo)
         run(["dvc", "repro"], built.repo)
         run(["dlm-git", "hooks", "install"], built.repo)
         git(built.repo, "add", "-A")

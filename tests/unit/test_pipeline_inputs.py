@@ -148,3 +148,19 @@ def test_a_document_at_the_repository_root_lists_its_inputs_as_repository_paths(
     assert inputs.stage()["deps"] == ["doc.dlm", "notes"]
     assert inputs.stage()["outs"] == [{"dlm.inputs.json": {"cache": False}}]
     assert inputs.untracked == [".: training.sources 'adapter' covers pipeline outputs (adapter)"]
+
+
+def test_the_command_names_an_input_dvc_cannot_watch_when_the_stage_does_not_say_so(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    (git_repo / "a" / "notes").mkdir(parents=True)
+    (git_repo.parent / "elsewhere").mkdir()
+    _doc(write_doc, git_repo, "a", "notes")
+    _params(git_repo, "a")
+    _dvc_yaml(git_repo, plan(git_repo, ["a"]).stage())
+    _doc(write_doc, git_repo, "a", "notes", "../../elsewhere")
+    with pytest.raises(DlmGitError) as err:
+        run(git_repo)
+    assert (
+        "(DVC cannot watch a: training.sources '../../elsewhere' is outside the repository)"
+    ) in err.value.one_line()
