@@ -76,6 +76,8 @@ def render(d: DocDiff) -> list[str]:
 
 
 def _inputs(d: DocDiff) -> list[str]:
+    from dlm_git.history.settings import origin_note
+
     i = d.inputs
     out = [f"  section  + {s.type:<11} {s.id}  {s.first_line}" for s in i.sections_added]
     out += [f"  section  - {s.type:<11} {s.id}  {s.first_line}" for s in i.sections_removed]
@@ -88,7 +90,8 @@ def _inputs(d: DocDiff) -> list[str]:
     out += [f"  source   ~ {p}" for p in i.sources_changed]
     if i.base is not None:
         out.append(f"  base     {i.base.old} -> {i.base.new}")
-    out += [f"  config   {c.key}: {c.old!r} -> {c.new!r}" for c in i.config]
+    out += [f"  config   {c.key}: {c.old!r} -> {c.new!r}{origin_note(c)}" for c in i.config]
+    out += [f"  config   (as written; a training refuses it: {why})" for why in i.refused]
     out += [f"  inputs   (not compared: {why})" for why in i.unavailable]
     return out
 
@@ -130,10 +133,19 @@ def _groups(groups: list[GroupDelta], prefix: str) -> str:
 
 
 def _training(d: DocDiff) -> list[str]:
+    """The recorded settings the inputs do not already show (derived or resolved values,
+    a side whose inputs did not load), then steps and loss."""
+    from dlm_git.history.settings import not_shown
+
     t = d.training
+    said = [*d.inputs.config, *([d.inputs.base] if d.inputs.base else [])]
+    out = [
+        f"  trained  {c.key}: {_brief(c.old)} -> {_brief(c.new)}"
+        for c in not_shown(t.settings, said)
+    ]
     if t.steps == (None, None):
-        return []
-    out = [f"  training steps {t.steps[0]} -> {t.steps[1]}, final loss {_loss(t)}"]
+        return out
+    out.append(f"  training steps {t.steps[0]} -> {t.steps[1]}, final loss {_loss(t)}")
     if t.common_steps and t.first_divergent_step is None:
         out.append(f"  loss     identical over {t.common_steps} common steps")
     elif t.common_steps:

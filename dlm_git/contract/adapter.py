@@ -283,12 +283,14 @@ def dvc_binding(
     adapter's bytes from a replay), the listing's md5 is recomputed as DVC names it."""
 
     def binding() -> str:
+        # no binding is not a failed comparison: a document trained by hand, outside a
+        # DVC pipeline, has none, and nothing then says where its adapter's bytes are
         if dvc_lock is None:
-            raise CheckFailed("dvc.lock is missing")
+            raise CheckAbsent("no dvc.lock: nothing binds the adapter's bytes (not a DVC project)")
         out_path = prefix_of(rel) + ADAPTER_DIR
         out = lock_outs(dvc_lock).find(out_path)
         if out is None:
-            raise CheckFailed(f"dvc.lock records no out {out_path}")
+            raise CheckAbsent(f"dvc.lock records no out {out_path} (not trained by the pipeline)")
         listing = dir_listing(root, out.md5)
         if files is None:
             lacks = f"DVC cache lacks {out.md5} (run `dvc pull`)"

@@ -150,6 +150,9 @@ class SkippedFile:
 
     relpath: str
     reason: str
+    bad_name: bool = False
+    """Skipped because its name is not valid UTF-8 (tools that name files as text, DVC's
+    directory hashing among them, cannot handle it)."""
 
 
 class _Matcher:
@@ -329,7 +332,7 @@ def _walk(
         if not entry.name.isascii() and not _is_utf8(entry.name):
             kind = "directory" if entry.is_dir(follow_symlinks=False) else "file"
             shown = os.fsencode(prefix + rel).decode("utf-8", "backslashreplace")
-            skipped.append(SkippedFile(shown, f"{kind} name is not valid UTF-8"))
+            skipped.append(SkippedFile(shown, f"{kind} name is not valid UTF-8", bad_name=True))
             continue
         if entry.is_file(follow_symlinks=False):  # the common case first: one check
             found.append((rel, entry.path, True))

@@ -7,6 +7,9 @@ Invariants:
   field with its severity from the one lock table, `dlm_git.lock.policy.classify`),
   adapter (identical by the recorded sha256, else per-tensor deltas), training (steps,
   final loss, the loss curves).
+- Settings are each side's effective ones, each marked with where it is set (frontmatter
+  or params.yaml's `docs.<doc>.training`, read as a training reads them:
+  `history.settings`); the settings each adapter was trained with are its manifest's.
 - Sections are compared by their content-derived ids: a removed and an added section of
   the same type with the same first line are one edited section; the rest are added or
   removed. Source files are compared by relpath and sha256.
@@ -28,12 +31,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from dlm_git.docat import DocAt, TreeAt, prefix_of
 from dlm_git.history.records import json_object, recorded_adapter_sha
+from dlm_git.history.settings import Change, Settings, changes, effective, trained_changes
 from dlm_git.history.sides import adapter_weights, commit_of, describe, load
 from dlm_git.history.tensors import AdapterDelta, GroupDelta, compare, read_scale, read_tensors
 from dlm_git.layout import LOCK_NAME, LOSS_NAME, MANIFEST_NAME, METRICS_NAME
 from dlm_git.lock.policy import Finding, classify
 
 if TYPE_CHECKING:
+    from dlm_git.doc.load import LoadedDocument
     from dlm_git.verify.fetch import FetchFrom
 
 Status = Literal["added", "removed", "changed", "unchanged"]
@@ -54,13 +59,6 @@ class SectionEdit:
     to_id: str
 
 
-@dataclass(frozen=True)
-class Change:
-    key: str
-    old: Any
-    new: Any
-
-
 @dataclass
 class InputsDiff:
     sections_added: list[SectionRef] = field(default_factory=list)
@@ -71,6 +69,8 @@ class InputsDiff:
     sources_changed: list[str] = field(default_factory=list)
     base: Change | None = None
     config: list[Change] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """Why a training refuses a side's params.yaml entry (its settings: as written)."""
     unavailable: list[str] = field(default_factory=list)
 
     @property
@@ -103,6 +103,8 @@ class TrainingDiff:
     common_steps: int = 0
     max_abs_delta: float | None = None
     first_divergent_step: int | None = None
+    settings: list[Change] = field(default_factory=list)
+    """The settings the two manifests record differently (`training_config`)."""
 
 
 @dataclass
@@ -137,8 +139,10 @@ def diff_document(
     da, db = a.doc(doc), b.doc(doc)
     inputs = diff_inputs(da, db, present, work)
     lock = diff_locks(lock_a, lock_b)
-    adapter = diff_adapters(da, db, (json_object(man_a), json_object(man_b)), work, fetch)
+    manifests = (json_object(man_a), json_object(man_b))
+    adapter = diff_adapters(da, db, manifests, work, fetch)
     training = diff_training((json_object(met_a), json_object(met_b)), (loss_a, loss_b))
+    training.settings = trained_changes(manifests)
     status: Status
     if not present[0]:
         status = "added"
@@ -157,12 +161,14 @@ def diff_document(
 def diff_inputs(a: DocAt, b: DocAt, present: tuple[bool, bool], work: Path) -> InputsDiff:
     out = InputsDiff()
     loaded: list[Any] = []
+    settings: list[Settings | None] = []
     for side, here, sub in ((a, present[0], "a"), (b, present[1], "b")):
         got = load(side, work / sub) if here else None
         if isinstance(got, str):
             out.unavailable.append(f"{describe(side.tree)}: {got}")
             got = None
         loaded.append(got)
+        settings.append(None if got is None else _settings(out, side, got))
     la, lb = loaded
     if la is None and lb is None:
         return out
@@ -171,14 +177,17 @@ def diff_inputs(a: DocAt, b: DocAt, present: tuple[bool, bool], work: Path) -> I
     out.sources_added = sorted(set(fb) - set(fa))
     out.sources_removed = sorted(set(fa) - set(fb))
     out.sources_changed = sorted(p for p in set(fa) & set(fb) if fa[p] != fb[p])
-    ca, cb = _config(la), _config(lb)
-    base_a, base_b = ca.pop("base_model", None), cb.pop("base_model", None)
-    if base_a != base_b:
-        out.base = Change("base_model", base_a, base_b)
-    out.config = [
-        Change(k, ca.get(k), cb.get(k)) for k in sorted(set(ca) | set(cb)) if ca.get(k) != cb.get(k)
-    ]
+    config = changes(settings[0], settings[1])
+    out.base = next((c for c in config if c.key == "base_model"), None)
+    out.config = [c for c in config if c.key != "base_model"]
     return out
+
+
+def _settings(out: InputsDiff, side: DocAt, loaded: LoadedDocument) -> Settings:
+    found, why = effective(loaded)
+    if why is not None:
+        out.refused.append(f"{describe(side.tree)}: {why}")
+    return found
 
 
 def _sections(loaded: Any) -> list[SectionRef]:
@@ -221,20 +230,6 @@ def _sources(loaded: Any) -> dict[str, str]:
     if loaded is None:
         return {}
     return {f.relpath: f.sha256 for f in loaded.sources.files}
-
-
-def _config(loaded: Any) -> dict[str, Any]:
-    """Frontmatter settings that shape training, flattened (`training.lora_r`, ...)."""
-    if loaded is None:
-        return {}
-    fm = loaded.doc.frontmatter
-    flat = {"base_model": fm.base_model, "system_prompt": fm.system_prompt}
-    for key, value in fm.training.model_dump(mode="json").items():
-        if isinstance(value, dict):
-            flat.update({f"training.{key}.{k}": v for k, v in value.items()})
-        else:
-            flat[f"training.{key}"] = value
-    return flat
 
 
 # --------------------------------------------------------------------------- records
@@ -370,7 +365,16 @@ def _inputs_json(i: InputsDiff) -> dict[str, Any]:
             "changed": i.sources_changed,
         },
         "base": None if i.base is None else {"from": i.base.old, "to": i.base.new},
-        "config": [{"key": c.key, "from": c.old, "to": c.new} for c in i.config],
+        "config": [
+            {
+                "key": c.key,
+                "from": c.old,
+                "to": c.new,
+                "origin": {"from": c.origin[0], "to": c.origin[1]},
+            }
+            for c in i.config
+        ],
+        "refused": i.refused,
         "unavailable": i.unavailable,
     }
 
@@ -418,6 +422,7 @@ def _training_json(t: TrainingDiff) -> dict[str, Any]:
             "max_abs_delta": t.max_abs_delta,
             "first_divergent_step": t.first_divergent_step,
         },
+        "settings": [{"key": c.key, "from": c.old, "to": c.new} for c in t.settings],
     }
 
 

@@ -129,7 +129,7 @@ def merge_inputs_stage(root: Path, result: InitResult) -> None:
 
     path = root / "dvc.yaml"
     try:
-        inputs = plan(root, listed_documents(root))
+        inputs = plan(root, listed_documents(root), records=False)
     except DlmGitError as exc:
         result.warnings.append(f"{path.name}: stage '{STAGE}' not written: {exc.one_line()}")
         return

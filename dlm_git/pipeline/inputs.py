@@ -114,16 +114,17 @@ def listed_documents(root: Path) -> list[str]:
     return list(listed)
 
 
-def plan(root: Path, documents: list[str]) -> Plan:
-    """Every listed document's inputs, judged against all documents' outputs."""
+def plan(root: Path, documents: list[str], *, records: bool = True) -> Plan:
+    """Every listed document's inputs, judged against all documents' outputs (`records`:
+    with each document's record; the stage alone needs no base to be there)."""
     outputs = {
         posixpath.normpath(posixpath.join(rel, name)) for rel in documents for name in OUTPUT_NAMES
     }
     outputs |= {_record_path(rel) for rel in documents}
-    return Plan(tuple(_doc_inputs(root, rel, outputs) for rel in documents))
+    return Plan(tuple(_doc_inputs(root, rel, outputs, records) for rel in documents))
 
 
-def _doc_inputs(root: Path, rel: str, outputs: set[str]) -> DocInputs:
+def _doc_inputs(root: Path, rel: str, outputs: set[str], records: bool) -> DocInputs:
     if os.path.realpath(root / rel) != os.path.normpath(os.path.join(os.path.realpath(root), rel)):
         raise DlmGitError(  # `dlm.inputs.json` would be written wherever the link points
             f"{rel}", "is reached through a symbolic link", "list the real directory instead"
@@ -133,13 +134,14 @@ def _doc_inputs(root: Path, rel: str, outputs: set[str]) -> DocInputs:
         posixpath.join(rel, find_document(root / rel).name) if rel != "." else loaded.doc.path.name
     )
     deps, untracked = [dlm], []
+    bad_names = [f.relpath for f in loaded.sources.skipped if f.bad_name]
     for spec in loaded.doc.frontmatter.training.sources:
-        why = _untrackable_source(rel, spec.path, outputs)
+        why = _untrackable_source(rel, spec.path, outputs) or _bad_name(spec.path, bad_names)
         if why is None:
             deps.append(posixpath.normpath(posixpath.join(rel, directive_root(spec.path))))
         else:
             untracked.append(f"training.sources '{spec.path}' {why}")
-    base_dep, base_record, why = _base_inputs(loaded, root, outputs)
+    base_dep, base_record, why = _base_inputs(loaded, root, outputs, records)
     deps += base_dep
     untracked += [why] if why else []
     record = {
@@ -169,36 +171,54 @@ def _untrackable_source(rel: str, path: str, outputs: set[str]) -> str | None:
     return None
 
 
+def _bad_name(path: str, bad_names: list[str]) -> str | None:
+    """DVC hashes a directory dep by its file names as UTF-8 text: a name that is not
+    UTF-8 under the directive's root makes `dvc repro` fail, so DVC cannot watch it."""
+    root = directive_root(path)
+    under = [n for n in bad_names if root == "." or n == root or n.startswith(root + "/")]
+    return f"holds a name that is not UTF-8 ({under[0]})" if under else None
+
+
 def _base_inputs(
-    loaded: LoadedDocument, root: Path, outputs: set[str]
+    loaded: LoadedDocument, root: Path, outputs: set[str], records: bool
 ) -> tuple[list[str], dict[str, Any], str | None]:
-    """(deps, what `dlm.inputs.json` records of the base, why DVC cannot watch it)."""
-    from dlm_git.base.resolve import resolve_base
+    """(deps, what `dlm.inputs.json` records of the base, why DVC cannot watch it). The
+    deps never need the base to be there (`init` may run before it is built); the record,
+    written by the stage's command, holds a local base's identity."""
+    from dlm_git.base.resolve import locate_base
     from dlm_git.base.spec import parse_base_spec
 
     raw = loaded.doc.frontmatter.base_model
-    where = loaded.base_model_at
-    spec = parse_base_spec(raw, where)
+    spec = parse_base_spec(raw, loaded.base_model_at)
     if spec.kind == "builtin" or (spec.kind == "hf" and spec.revision is not None):
         return [], {"spec": raw}, None  # one snapshot, whatever the machine
-    resolved = resolve_base(raw, loaded.doc.directory, loaded.repo_root, where=where)
-    ident = resolved.identity
-    record = {
+    record = _base_identity(loaded) if records else {}
+    if spec.kind == "hf":
+        return [], record, f"base_model '{raw}' has no pinned revision"
+    located = locate_base(raw, loaded.doc.directory, loaded.repo_root, loaded.base_model_at)
+    where = os.path.realpath(located.path) if located.path is not None else None
+    base = os.path.relpath(where, os.path.realpath(root)) if where else ".."
+    if base == ".." or base.startswith("../"):
+        return [], record, f"base_model '{raw}' is outside the repository"
+    base = Path(base).as_posix()
+    if _overlaps(base, outputs):
+        return [], record, f"base_model '{raw}' covers pipeline outputs"
+    return [base], record, None
+
+
+def _base_identity(loaded: LoadedDocument) -> dict[str, Any]:
+    from dlm_git.base.resolve import resolve_base
+
+    raw = loaded.doc.frontmatter.base_model
+    doc_dir, where = loaded.doc.directory, loaded.base_model_at
+    ident = resolve_base(raw, doc_dir, loaded.repo_root, where=where).identity
+    return {
         "spec": raw,
         "revision": ident.revision,
         "tensor_root": ident.tensor_root,
         "tokenizer_sha256": ident.tokenizer_sha256,
         "config_sha256": ident.config_sha256,
     }
-    if spec.kind == "hf":
-        return [], record, f"base_model '{raw}' has no pinned revision"
-    try:
-        base = resolved.path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return [], record, f"base_model '{raw}' is outside the repository"
-    if _overlaps(base, outputs):
-        return [], record, f"base_model '{raw}' covers pipeline outputs"
-    return [base], record, None
 
 
 def stage_in(dvc_yaml: Path) -> Any:

@@ -1,10 +1,12 @@
 """Text a commit chose never drives the terminal: file names, a section's first line, a
-frontmatter value, a forged record value and a commit's author reach the stdout and
-stderr of `show`, `diff`, `verify` (every level's text), `log`, error lines and the
-pre-commit and pre-push hooks as visible escapes (`\\x1b`, `\\u202e`, `\\r`; one line per
-finding), never as the characters themselves, and `--json` output still gives back
-every string exactly. Commands run as real subprocesses on real git repositories
-(`hostile_names_repo`: sources named with `ESCAPE_NAMES`, trained and committed)."""
+frontmatter value, a forged record value, a params.yaml training key (check
+`params.training`), a `dlm_id` two documents share (check `docset.dlm_id`) and a
+commit's author reach the stdout and stderr of `show`, `diff`, `verify` (every level's
+text), `log`, error lines and the pre-commit and pre-push hooks as visible escapes
+(`\\x1b`, `\\u202e`, `\\r`; one line per finding), never as the characters themselves,
+and `--json` output still gives back every string exactly. Commands run as real
+subprocesses on real git repositories (`hostile_names_repo`: sources named with
+`ESCAPE_NAMES`, trained and committed)."""
 
 from __future__ import annotations
 
@@ -216,6 +218,92 @@ def test_an_error_line_prints_a_value_escaped(git_repo: Path, write_doc: Any, wh
     result = inert(dlm_git(git_repo, "show", str(doc)), 1)
     line = result.one_line_error(1, "doc.dlm")  # base_model too: `path:line:col` (issue 25)
     assert escaped(value) in line, line
+
+
+# --------------------------------------------------------------------------- the newest checks
+
+HOSTILE_SETTING = f"{ESCAPES['osc']}lr"
+"""A params.yaml training key that sets the terminal's title (the value: a clear-screen)."""
+
+
+def _hostile_override(forge: Any) -> None:
+    """params.yaml's `docs.demo.training` given a key and a value that drive a terminal."""
+    params = yaml.safe_load(forge.read("params.yaml"))
+    params["docs"][DOC]["training"] = {HOSTILE_SETTING: f"{ESCAPES['clear']}{IN_LINE}"}
+    forge.write("params.yaml", yaml.safe_dump(params).encode())
+
+
+def test_a_params_training_key_is_printed_escaped(forge: Any) -> None:
+    """Check `params.training` names a params.yaml key that holds escapes: the hook's
+    ERROR line and verify's FAIL line show it escaped, `--json` gives it back exactly;
+    `diff` prints the setting as written, escaped."""
+    _hostile_override(forge)
+    forge.git("add", "params.yaml")
+    result = inert(hook(forge.root, "pre_commit"), 1)
+    (line,) = lines_with(result.stderr, "params.training")
+    assert line.startswith(f"dlm-git: ERROR {DOC}: ") and escaped(HOSTILE_SETTING) in line, line
+    assert result.stderr.endswith("commit refused\n"), result.stderr
+
+    sha = forge.commit("a hostile override")
+    verified = inert(dlm_git(forge.root, "verify", "HEAD"), 1).stdout
+    (line,) = lines_with(verified, "params.training")
+    assert "FAIL" in line and escaped(HOSTILE_SETTING) in line, verified
+    _pushed_escaped(forge, sha, escaped(HOSTILE_SETTING))
+    payload = json.loads(inert(dlm_git(forge.root, "verify", "HEAD", "--json"), 1).stdout)
+    (check,) = [c for c in payload["documents"][0]["checks"] if c["name"] == "params.training"]
+    assert HOSTILE_SETTING in check["detail"], check
+
+    diffed = inert(dlm_git(forge.root, "diff", "HEAD~1", "HEAD"), 0).stdout
+    (line,) = lines_with(diffed, "  config   training.")
+    assert line.startswith(f"  config   training.{escaped(HOSTILE_SETTING)}: None -> "), diffed
+    payload = json.loads(inert(dlm_git(forge.root, "diff", "HEAD~1", "HEAD", "--json"), 0).stdout)
+    assert f"training.{HOSTILE_SETTING}" in _find_strings(payload), payload
+
+
+def _pushed_escaped(forge: Any, sha: str, shown: str) -> None:
+    """The pre-push hook refuses commit `sha`, its ERROR line showing `shown`."""
+    stdin = f"refs/heads/main {sha} refs/heads/main {ZERO}\n"
+    pushed = inert(hook(forge.root, "pre_push", stdin), 1)
+    (line,) = lines_with(pushed.stderr, f"{DOC}@{sha[:12]}")
+    assert "ERROR" in line and shown in line, pushed.stderr
+    assert pushed.stderr.endswith("push refused\n"), pushed.stderr
+
+
+HOSTILE_ID = f"01{EVERY}"
+OTHER = "other/other.dlm"
+
+
+def _shared_hostile_id(forge: Any) -> None:
+    """`demo` given a `dlm_id` that holds escapes (re-bound in its records), and a second
+    document `other` that copies it."""
+    text = forge.read(f"{DOC}/{DOC}.dlm").decode("utf-8")
+    text, n = re.subn(r"(?m)^dlm_id: .*$", lambda _: f"dlm_id: {json.dumps(HOSTILE_ID)}", text)
+    assert n == 1, text
+    forge.rebind_document(text)
+    forge.write(OTHER, text.encode())
+
+
+def test_a_shared_dlm_id_is_printed_escaped(forge: Any) -> None:
+    """Check `docset.dlm_id` names an id that holds escapes, shared by two documents: the
+    hook's ERROR lines and verify's FAIL line show it escaped, `--json` exactly."""
+    _shared_hostile_id(forge)
+    forge.git("add", "-A")
+    result = inert(hook(forge.root, "pre_commit"), 1)
+    found = lines_with(result.stderr, "docset.dlm_id")
+    assert sorted(line.split(":")[1].split()[-1] for line in found) == [DOC, "other"], found
+    for line in found:
+        assert f"dlm_id {escaped(HOSTILE_ID)} is also the dlm_id of " in line, result.stderr
+    assert result.stderr.endswith("commit refused\n"), result.stderr
+
+    sha = forge.commit("a shared hostile id")
+    verified = inert(dlm_git(forge.root, "verify", "HEAD"), 1).stdout
+    (line,) = lines_with(verified, "docset.dlm_id")
+    assert "FAIL" in line and f"dlm_id {escaped(HOSTILE_ID)} is also" in line, verified
+    _pushed_escaped(forge, sha, f"dlm_id {escaped(HOSTILE_ID)} is also")
+    payload = json.loads(inert(dlm_git(forge.root, "verify", "HEAD", "--json"), 1).stdout)
+    (doc,) = [d for d in payload["documents"] if d["doc"] == DOC]
+    (check,) = [c for c in doc["checks"] if c["name"] == "docset.dlm_id"]
+    assert check["detail"].startswith(f"dlm_id {HOSTILE_ID} is also the dlm_id of {OTHER}")
 
 
 # --------------------------------------------------------------------------- history

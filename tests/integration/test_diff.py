@@ -42,6 +42,14 @@ def edit(forge: Any, pattern: str, replacement: str) -> None:
     dlm(forge).write_text(text, "utf-8")
 
 
+FM, PARAMS = "frontmatter", "params.yaml"
+
+
+def setting(key: str, old: Any, new: Any, *origin: str | None) -> dict[str, Any]:
+    """A config change as `diff --json` gives it, with where each side sets the value."""
+    return {"key": key, "from": old, "to": new, "origin": {"from": origin[0], "to": origin[1]}}
+
+
 def state(forge: Any) -> tuple[str, str, str]:
     """The work tree's status, the index's entries (modes, objects, names) and HEAD."""
     status = forge.git("status", "--porcelain", "--untracked=all")
@@ -82,7 +90,7 @@ def test_an_untrained_edit_shows_in_the_inputs_not_the_adapter(forge: Any) -> No
     assert [e["first_line"] for e in sections["edited"]] == ["Which file binds inputs to outputs?"]
     assert sections["removed"] == []
     assert d["inputs"]["sources"]["added"] == ["notes/extra.md"]
-    assert d["inputs"]["config"] == [{"key": "training.lora_r", "from": 8, "to": 4}]
+    assert d["inputs"]["config"] == [setting("training.lora_r", 8, 4, FM, FM)]
     assert d["adapter"]["identical"] is True and d["status"] == "changed"
     assert d["lock"]["changes"] == []
     assert state(forge) == before
@@ -100,7 +108,7 @@ def test_two_trainings_differ_tensor_by_tensor(retrained: Any) -> None:
     assert adapter["added"] == adapter["removed"] == []
     changes = {c["field"]: c["severity"] for c in d["lock"]["changes"]}
     assert changes == {"dlm_sha256": "ALLOW"}
-    assert d["inputs"]["config"] == [{"key": "training.learning_rate", "from": 0.002, "to": 0.004}]
+    assert d["inputs"]["config"] == [setting("training.learning_rate", 0.002, 0.004, FM, FM)]
     curve = d["training"]["loss_curve"]
     assert curve["common_steps"] == 4 and curve["first_divergent_step"] == 1
     assert d["training"]["final_loss"]["from"] != d["training"]["final_loss"]["to"]
@@ -179,3 +187,60 @@ def test_fetch_brings_a_missing_adapter_from_the_remote(retrained: Any, tmp_path
     fetched = diff_json(retrained, "HEAD~1", "HEAD", "--fetch")["adapter"]
     assert fetched["unavailable"] == [] and len(fetched["tensors"]) == 28
     assert retrained.cache_path(weights_md5).is_file()
+
+
+# --------------------------------------------------------------------------- params.yaml
+
+
+def set_override(forge: Any, training: str) -> None:
+    """params.yaml's `docs.demo.training` written as `training` (YAML flow text)."""
+    params = Path(forge.root) / PARAMS
+    text, n = re.subn(
+        r"(?m)^(  demo:\n    training: ).*$", rf"\g<1>{training}", params.read_text("utf-8")
+    )
+    assert n == 1, text
+    params.write_text(text, "utf-8")
+
+
+def test_an_experiment_committed_shows_its_params_override(forge: Any) -> None:
+    """`dvc exp run -S +docs.demo.training.learning_rate=...` and a commit: the effective
+    setting changed, set in params.yaml now, and the manifests record it trained with."""
+    key = f"+docs.{DOC}.training.learning_rate=0.004"
+    run(["dvc", "exp", "run", "-q", "-S", key], forge.root)
+    forge.commit("exp: twice the learning rate")
+    d = diff_json(forge, "HEAD~1", "HEAD")
+    assert d["inputs"]["config"] == [setting("training.learning_rate", 0.002, 0.004, FM, PARAMS)]
+    assert d["training"]["settings"] == [
+        {"key": "training.learning_rate", "from": 0.002, "to": 0.004}
+    ]
+    assert d["adapter"]["identical"] is False and d["inputs"]["refused"] == []
+    lines = diff(forge, "HEAD~1", "HEAD").stdout.splitlines()
+    said = "  config   training.learning_rate: 0.002 -> 0.004  (frontmatter -> params.yaml)"
+    assert said in lines, lines
+    assert not [line for line in lines if "trained " in line], lines  # said once
+
+
+def test_an_untrained_override_shows_and_a_refused_one_says_why(forge: Any) -> None:
+    """Work tree against HEAD: an override not trained yet is a setting change marked
+    params.yaml; a misspelt one is shown as written with the reason a training refuses
+    it, and the frontmatter's value it does not override is compared as it is."""
+    before = state(forge)
+    set_override(forge, "{lora_r: 4}")
+    (change,) = diff_json(forge)["inputs"]["config"]
+    assert change == setting("training.lora_r", 8, 4, FM, PARAMS)
+    set_override(forge, "{lora_rr: 4}")
+    d = diff_json(forge)
+    assert d["inputs"]["config"] == [setting("training.lora_rr", None, 4, None, PARAMS)]
+    (why,) = d["inputs"]["refused"]
+    assert why.startswith("work tree: params.yaml: docs.demo.training.lora_rr: no such"), why
+    assert d["status"] == "changed" and d["training"]["settings"] == []
+    said = diff(forge).stdout
+    assert "  config   training.lora_rr: None -> 4  (params.yaml)" in said, said
+    assert "  config   (as written; a training refuses it: work tree: params.yaml" in said, said
+    set_override(forge, "{lora_rr: 2024-01-01, seed: .nan}")  # what JSON cannot hold: its repr
+    config = diff_json(forge)["inputs"]["config"]
+    assert config == [
+        setting("training.lora_rr", None, "datetime.date(2024, 1, 1)", None, PARAMS),
+        setting("training.seed", 42, "nan", FM, PARAMS),
+    ]
+    assert state(forge)[1:] == before[1:]  # the index and HEAD untouched

@@ -19,10 +19,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.support.cli import cli
 from tests.support.demo import write_demo
 from tests.support.env import subprocess_env
 from tests.support.forger import Forge
@@ -41,17 +41,6 @@ model = AutoPeftModelForCausalLM.from_pretrained(sys.argv[1])
 out = model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=3, do_sample=False)
 print(model.peft_config["default"].base_model_name_or_path, tuple(out.shape))
 """
-
-
-def cli(*args: object, cwd: Path | None = None, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "dlm_git", *map(str, args)],
-        cwd=cwd,
-        env=subprocess_env(**(env or {})),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 @pytest.fixture(scope="module")

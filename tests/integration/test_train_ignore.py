@@ -122,3 +122,19 @@ def test_a_gitignore_that_is_a_link_is_refused_never_followed(
     assert link.is_symlink() and secret.read_text() == "SECRET=hunter2\n"
     assert not (plain_repo / DOC / "adapter").exists()
     assert not (plain_repo / DOC / "dlm.lock").exists()
+
+
+def test_a_document_trained_outside_dvc_verifies_as_cannot_verify_never_failed(
+    plain_repo: Path,
+) -> None:
+    """No dvc.lock binds the adapter's bytes: nothing compared failed, so the verdict says
+    what is missing (a forged commit that drops dvc.lock gains nothing: it never passes)."""
+    train(plain_repo)
+    git(plain_repo, "add", "-A")
+    git(plain_repo, "commit", "-q", "-m", "trained by hand")
+    for level in ("hash", "replay"):  # a replay has the adapter's bytes: dvc.binding runs
+        cmd = ["dlm-git", "verify", "HEAD", "--doc", DOC, "--level", level]
+        proc = run(cmd, plain_repo, check=False)
+        verdict = proc.stdout.strip().splitlines()[-1].split()
+        assert verdict[1:] == ["verdict", "CANNOT_VERIFY"], proc.stdout + proc.stderr
+        assert "FAILED" not in proc.stdout, proc.stdout

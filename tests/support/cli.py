@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +66,17 @@ def run_cmd(
 def dlm_git(cwd: Path, *args: str, timeout: float = 300, check: bool = False, **env: str) -> Run:
     """The venv's `dlm-git ARGS` in `cwd`."""
     return run_cmd([str(VENV_BIN / "dlm-git"), *args], cwd, timeout=timeout, check=check, **env)
+
+
+def cli(
+    *args: object, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m dlm_git ARGS` in a fresh interpreter (`cwd`: the test's own by default),
+    `env` on top of the isolated environment; the finished process as it is (a training
+    of a real-scale base may take minutes: 900 s at most)."""
+    where = Path.cwd() if cwd is None else cwd
+    command = [sys.executable, "-m", "dlm_git", *map(str, args)]
+    return run(command, where, check=False, timeout=900, **dict(env or {}))
 
 
 def hook(cwd: Path, which: str, stdin: str = "", **env: str) -> Run:

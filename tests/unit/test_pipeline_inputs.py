@@ -164,3 +164,27 @@ def test_the_command_names_an_input_dvc_cannot_watch_when_the_stage_does_not_say
     assert (
         "(DVC cannot watch a: training.sources '../../elsewhere' is outside the repository)"
     ) in err.value.one_line()
+
+
+def test_a_local_base_is_a_dep_before_it_is_built(git_repo: Path, write_doc: WriteDoc) -> None:
+    _doc(write_doc, git_repo, "a", base="../bases/x")  # `init` may run before the build
+    assert plan(git_repo, ["a"], records=False).stage()["deps"] == ["a/doc.dlm", "bases/x"]
+    _doc(write_doc, git_repo, "b", base="/elsewhere/base")
+    inputs = plan(git_repo, ["b"], records=False)
+    assert inputs.untracked == ["b: base_model '/elsewhere/base' is outside the repository"]
+
+
+def test_a_source_root_holding_a_name_dvc_cannot_hash_is_not_watched(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    notes = git_repo / "a" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "ok.md").write_text("fine\n", "utf-8")
+    with open(bytes(notes) + b"/caf\xe9.md", "wb") as fh:
+        fh.write(b"# a name that is not UTF-8\n")
+    _doc(write_doc, git_repo, "a", "notes")
+    inputs = plan(git_repo, ["a"], records=False)
+    assert inputs.stage()["deps"] == ["a/doc.dlm"]
+    assert inputs.untracked == [
+        "a: training.sources 'notes' holds a name that is not UTF-8 (notes/caf\\xe9.md)"
+    ]
