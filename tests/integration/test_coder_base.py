@@ -14,16 +14,13 @@ from __future__ import annotations
 import json
 import resource
 import struct
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dlm_git.base.registry import REGISTRY
+from tests.support.cli import cli
 from tests.support.demo import write_demo
-from tests.support.env import subprocess_env
 from tests.support.gitrepo import init_repo
 from tests.support.hub import repo_dir, stand_in
 
@@ -31,16 +28,6 @@ pytestmark = pytest.mark.slow
 
 KEY = "qwen2.5-coder-1.5b"
 QUICK = {"max_steps": "2", "sequence_len": "64", "micro_batch_size": "2"}
-
-
-def cli(*args: object, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "dlm_git", *map(str, args)],
-        env=subprocess_env(**(env or {})),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 def file_bytes(directory: Path) -> dict[str, bytes]:

@@ -14,10 +14,7 @@ Specification:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,8 +22,8 @@ from dlm_git.doc.schema import TrainingConfig
 from dlm_git.train.assemble import resolve_precision
 from dlm_git.train.options import TrainError
 from dlm_git.train.records import training_flags
+from tests.support.cli import cli
 from tests.support.demo import write_fast_demo
-from tests.support.env import subprocess_env
 from tests.support.gitrepo import init_repo
 
 
@@ -50,17 +47,6 @@ def test_a_gpu_run_records_its_precision_and_a_cpu_run_none() -> None:
     assert resolve_precision("auto", "cuda") == "fp32"
     with pytest.raises(TrainError, match="bf16 is not supported on CPU"):
         resolve_precision("bf16", "cpu")
-
-
-def cli(*args: object, cwd: Path | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "dlm_git", *map(str, args)],
-        cwd=cwd,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 @pytest.mark.skipif(_cuda(), reason="checks the refusal on a machine without CUDA")

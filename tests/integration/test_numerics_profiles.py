@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dlm_git.numerics import probe, table
-from tests.support.env import subprocess_env
+from tests.support.cli import cli
 from tests.support.golden import FixtureRun, train_fixture_at
 
 pytestmark = pytest.mark.skipif(
@@ -87,16 +86,6 @@ def test_native_sees_the_difference_the_portable_profile_removes(
     native_flags = no_simd.lock["determinism_flags"]
     assert native_flags["numerics"] == "native"
     assert {"cpu_vendor", "cpu_isa"} <= set(native_flags), "native names its CPU path"
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dlm_git", *args],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(**(env or {})),
-        check=False,
-    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
