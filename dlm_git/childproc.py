@@ -16,6 +16,15 @@ Invariants:
 - A child's user error travels in its answer (its one line and exit code) and is raised
   in the parent as a `ChildError` with that line and code; a child that leaves no
   answer (a crash, a signal) is a `ChildError` naming how it ended and its last line.
+  So a child's stderr (a library's warnings, a crash's traceback) is never shown: the
+  parent keeps its last `STDERR_TAIL` bytes only, for that last line.
+- While it runs, a child may tell its parent what a user should see (`report`): one
+  ASCII JSON line per report on a pipe of its own (`python -m MODULE DIR FD`, the pipe's
+  write end), read as it comes, decoded like an answer (`Listener.kind`, at most
+  `MAX_REPORT_BYTES` a line) and handed to `Listener.handle` in the parent. Nothing is
+  kept but the line being read, so a long training's reports cost no memory. A
+  report that is not of its type stops the child (killed) and is a `ProtocolError`;
+  a parent that is gone costs the child nothing but its reports (`report` is False).
 - The child is this interpreter and this dlm-git (`sys.executable -P -m dlm_git...`):
   nothing read from a commit chooses what runs. `-P`: the working directory (often a
   work tree, every byte of it the commit's) is not put on the child's import path, so
@@ -28,9 +37,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +58,12 @@ R = TypeVar("R")
 
 REQUEST = "request.json"
 ANSWER = "answer.json"
+MAX_REPORT_BYTES = 1 << 24
+"""The longest report line a parent reads (a longer one is a `ProtocolError`): room for
+any line a training says (a lock WARN quotes the lock's values)."""
+READ_CHUNK = 1 << 16
+STDERR_TAIL = 1 << 16
+"""The bytes of a child's stderr a parent keeps (the end: its last line is said)."""
 
 
 class ProtocolError(DlmGitError):
@@ -227,6 +244,15 @@ class Answer:
     error: Failure | None
 
 
+@dataclass(frozen=True)
+class Listener:
+    """What a parent does with its child's reports: decode each as a `kind` (a dataclass
+    or a union of them), then `handle` it."""
+
+    kind: Any
+    handle: Callable[[Any], None]
+
+
 def call_child(
     module: str,
     request: object,
@@ -234,27 +260,96 @@ def call_child(
     *,
     env: Mapping[str, str],
     what: str,
+    listen: Listener | None = None,
 ) -> T:
     """Run `python -m module DIR` with `request` in DIR; its answer as an `answer`.
-    `what` names the child in errors ("the training child")."""
+    `what` names the child in errors ("the training child"); `listen` hears its reports
+    while it runs (none are sent without it)."""
     with tempfile.TemporaryDirectory(prefix="dlm-git-child-") as tmp:
         work = Path(tmp)
         write_document(work / REQUEST, request)
-        proc = subprocess.run(
-            [sys.executable, "-P", "-m", module, str(work)],
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            check=False,
+        returncode, tail = _run_child(
+            [sys.executable, "-P", "-m", module, str(work)], env, listen, what
         )
         if not (work / ANSWER).exists():
-            raise _no_answer(what, proc.returncode, proc.stderr)
+            raise _no_answer(what, returncode, tail)
         got = read_document(work / ANSWER, Answer, f"{what}'s answer")
     if got.error is not None:
         raise ChildError(got.error.line, got.error.exit_code or 1)
     result: T = decode(answer, got.result, f"{what}'s answer.result")
     return result
+
+
+def _run_child(
+    args: list[str], env: Mapping[str, str], listen: Listener | None, what: str
+) -> tuple[int, bytes]:
+    """Run `args` (with a report pipe's write end as its last argument when `listen`)
+    to its end; its exit code and the end of its stderr. Any failure here kills it."""
+    read_end, write_end = os.pipe() if listen is not None else (-1, -1)
+    try:
+        proc = subprocess.Popen(
+            [*args, str(write_end)] if listen is not None else args,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            pass_fds=(write_end,) if listen is not None else (),
+        )
+    except BaseException:
+        _close(read_end)
+        raise
+    finally:
+        _close(write_end)  # the child holds it now: end of file when it ends
+    tail = _Tail(proc.stderr)
+    try:
+        if listen is not None:
+            _hear(read_end, listen, what)
+        returncode = proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        _close(read_end)
+        tail.join()
+    return returncode, tail.data
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        os.close(fd)
+
+
+class _Tail(threading.Thread):
+    """Reads a child's stderr to its end, keeping the last `STDERR_TAIL` bytes."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.data = stream, b""
+        self.start()
+
+    def run(self) -> None:
+        with self.stream:
+            while chunk := self.stream.read1(STDERR_TAIL):
+                self.data = (self.data + chunk)[-STDERR_TAIL:]
+
+
+def _hear(fd: int, listen: Listener, what: str) -> None:
+    """Each report line on `fd`, decoded and handled as it comes, until end of file."""
+    parts: list[bytes] = []  # the line being read, at most MAX_REPORT_BYTES
+    size = 0
+    while chunk := os.read(fd, READ_CHUNK):
+        *lines, rest = chunk.split(b"\n")
+        if lines:
+            lines[0], parts, size = b"".join([*parts, lines[0]]), [], 0
+        for line in lines:
+            listen.handle(parse_document(line, listen.kind, f"{what}'s report"))
+        parts.append(rest)
+        size += len(rest)
+        if size > MAX_REPORT_BYTES:
+            raise ProtocolError(f"{what}'s report", f"is longer than {MAX_REPORT_BYTES} bytes")
+    if size:
+        raise ProtocolError(f"{what}'s report", "ends without a newline")
 
 
 def _no_answer(what: str, returncode: int, stderr: bytes) -> ChildError:
@@ -277,12 +372,50 @@ def ended(exitcode: int) -> str:
     return f"exited {exitcode}"
 
 
+class _Reports:
+    """This child's report pipe to its parent (`serve` opens it; `report` writes it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.lock = fd, threading.Lock()
+
+    def send(self, value: object) -> bool:
+        text = json.dumps(encode(value), sort_keys=True, ensure_ascii=True, allow_nan=False)
+        data = text.encode("ascii") + b"\n"
+        with self.lock:
+            if self.fd < 0:
+                return False
+            try:
+                while data:
+                    data = data[os.write(self.fd, data) :]
+            except OSError:  # the parent is gone (EPIPE): the run goes on, unheard
+                self.fd = -1
+                return False
+        return True
+
+
+_REPORTS: _Reports | None = None
+
+
+def reporting() -> bool:
+    """True in a child whose parent listens to its reports."""
+    return _REPORTS is not None
+
+
+def report(value: object) -> bool:
+    """Tell this child's parent `value` (one report line); False when none listens."""
+    return _REPORTS is not None and _REPORTS.send(value)
+
+
 def serve(argv: list[str], request: type[R], handle: Callable[[R], object], what: str) -> int:
-    """A child's side: read the request in `argv[0]`, answer it there; the exit code."""
-    if len(argv) != 1:
-        sys.stderr.write(f"usage: python -m {what} DIR (dlm-git starts this itself)\n")
+    """A child's side: read the request in `argv[0]`, answer it there (reports, if its
+    parent listens, on the pipe `argv[1]`); the exit code."""
+    global _REPORTS
+    if len(argv) not in (1, 2) or (len(argv) == 2 and not argv[1].isdigit()):
+        sys.stderr.write(f"usage: python -m {what} DIR [FD] (dlm-git starts this itself)\n")
         return 2
     work = Path(argv[0])
+    if len(argv) == 2:
+        _REPORTS = _Reports(int(argv[1]))
     try:
         got = Answer(handle(read_document(work / REQUEST, request, f"{what}'s request")), None)
     except DlmGitError as exc:

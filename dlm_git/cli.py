@@ -20,6 +20,7 @@ import typer
 from dlm_git import __version__
 from dlm_git.commands import diff as diff_cmd
 from dlm_git.commands import doctor as doctor_cmd
+from dlm_git.commands import eval as eval_cmd
 from dlm_git.commands import fsck as fsck_cmd
 from dlm_git.commands import init as init_cmd
 from dlm_git.commands import inputs as inputs_cmd
@@ -70,6 +71,7 @@ app.add_typer(hooks_app, name="hooks")
 app.command("tokenize")(tokenize_cmd.tokenize)
 app.command("inputs")(inputs_cmd.inputs)
 app.command("verify")(verify_cmd.verify)
+app.command("eval")(eval_cmd.eval_doc)
 app.command("fsck")(fsck_cmd.fsck)
 app.command("diff")(diff_cmd.diff)
 app.command("log")(log_cmd.log)

@@ -9,6 +9,8 @@ pipeline, the hooks and `verify` always agree on them.
     <doc dir>/metrics.json    final metrics, pure function of the inputs (git, dvc metrics)
     <doc dir>/train_loss.tsv  per-step loss (git, dvc plots)
     <doc dir>/verify.json     verify report (git, dvc metrics)
+    <doc dir>/eval.json       evaluation record: val loss, probes (git; docs/eval.md)
+    <doc dir>/eval_metrics.json  its numbers (git, dvc metrics)
     <doc dir>/dlm.sig         the signature over the .dlm, lock, manifest and adapter (git)
     <doc dir>/base.json       the resolved base's identity (git; the pipeline's dependency
                               on the base, so that swapping the base reruns training)
@@ -31,6 +33,10 @@ MANIFEST_NAME = "manifest.json"
 METRICS_NAME = "metrics.json"
 LOSS_NAME = "train_loss.tsv"
 VERIFY_NAME = "verify.json"
+EVAL_NAME = "eval.json"
+"""The evaluation record (`dlm_git.eval.record`, docs/eval.md): committed to git."""
+EVAL_METRICS_NAME = "eval_metrics.json"
+"""The evaluation's numbers, for `dvc metrics` (committed to git)."""
 ADAPTER_DIR = "adapter"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -62,6 +68,8 @@ OUTPUT_NAMES = (
     METRICS_NAME,
     LOSS_NAME,
     VERIFY_NAME,
+    EVAL_NAME,
+    EVAL_METRICS_NAME,
     BASE_RECORD_NAME,
     INPUTS_RECORD_NAME,
     SIGNATURE_NAME,

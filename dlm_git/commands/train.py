@@ -6,7 +6,8 @@ the training is `dlm_git.train.run.run_train`'s. stdout holds the summary (none 
 `--quiet`, JSON with `--json`); the plan and progress go to stderr, on a terminal only
 and not with `--no-progress` (`dlm_git.train.progress`): `--quiet` does not hide them,
 since the pipeline's stage command passes it and a terminal under `dvc repro` should
-see a long training move. The `--json` output is for users and
+see a long training move. This process decides that, also for a training that runs in a
+child interpreter or on `--nproc` ranks (drawn here). The `--json` output is for users and
 documented; no dlm-git process reads it (children answer through
 `dlm_git.childproc`).
 """

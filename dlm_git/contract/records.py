@@ -126,6 +126,10 @@ def lock_fields(manifest: dict[str, Any], lock: dict[str, Any]) -> str:
     expect_equal(
         "lock.seed vs manifest config", lock["seed"], manifest["training_config"].get("seed")
     )
+    split = lock.get("val_fraction"), manifest["training_config"].get("val_fraction")
+    if split != (None, None):  # the held-out split: recorded by both or by neither
+        expect_equal("lock.val_fraction vs manifest config", *split)
+        return "dlm_id, dlm_sha256, base, seed, val_fraction agree"
     return "dlm_id, dlm_sha256, base, seed agree"
 
 
@@ -196,6 +200,8 @@ RESOLVED = frozenset({"target_modules", "precision"})
 """Settings whose `auto` the training resolves (by the base, by the device)."""
 SMOKE_FLAG = "max_steps"
 """A `--max-steps` run's limit in the lock's `determinism_flags` (`train.smoke.FLAG`)."""
+OFF_WHEN_ABSENT: dict[str, object] = {"gradient_checkpointing": False, "val_fraction": None}
+"""Settings the manifest records only when on, each with its value when absent."""
 
 
 def params_training(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) -> str:
@@ -222,10 +228,10 @@ def params_training(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) 
             continue
         if name == SMOKE_FLAG and smoke:
             continue
-        if name not in recorded and name != "gradient_checkpointing":
+        if name not in recorded and name not in OFF_WHEN_ABSENT:
             wrong.append(f"{name} {value!r:.40} (it records none)")
-        elif not same_setting(value, recorded.get(name, False)):
-            wrong.append(f"{name} {value!r:.40} (it records {recorded[name]!r:.40})")
+        elif not same_setting(value, had := recorded.get(name, OFF_WHEN_ABSENT.get(name))):
+            wrong.append(f"{name} {value!r:.40} (it records {had!r:.40})")
         compared += 1
     if wrong:
         raise CheckFailed(

@@ -118,7 +118,8 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         ERROR,
         "the lock's dlm_id, dlm_sha256, base_model,"
-        " base_model_revision, base_model_sha256 and seed = the manifest's",
+        " base_model_revision, base_model_sha256, seed and val_fraction (the held-out"
+        " split, when either records one) = the manifest's",
     ),
     Rule(
         "lock.versions",

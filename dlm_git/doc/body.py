@@ -5,6 +5,9 @@ Invariants:
   (`normalize_text`). Section ids are computed on that normalized text only.
 - Fence lines (`::instruction::`, `::preference::`, `::prose::`, each with an optional
   `#adapter` suffix) switch section type; inside a ``` or ~~~ code block they are text.
+- In an instruction section `### Q !probe` (exactly, trailing whitespace allowed) opens
+  a probe pair, as the original `dlm` tool reads it; any other marker on a `### Q` line
+  (`### Q !probz`, `### Q  !probe`) is an error at the marker, never text.
 - Every error names `path:line:col` (`BodyError`, a `DocError`).
 - No schema and nothing heavy is imported: the pre-commit hook computes a document's
   own section ids here (`section_ids`) without loading the frontmatter schema.
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from dlm_git.doc.errors import BodyError, DocError
 from dlm_git.doc.sections import (
+    PROBE_HEADER,
     Section,
     SectionKind,
     instruction_section,
@@ -30,6 +34,9 @@ FENCE_RE = re.compile(r"^::(?P<body>[^:\s]*)::\s*$")
 FENCE_BODY_RE = re.compile(r"^(?P<kind>[a-z_]+)(?:#(?P<adapter>[A-Za-z0-9_.-]+))?$")
 CODE_OPEN_RE = re.compile(r"^ {0,3}(?P<marker>`{3,}|~{3,})")
 KNOWN_FENCES: tuple[SectionKind, ...] = ("prose", "instruction", "preference")
+MARKER_RE = re.compile(r"^### Q[ \t]*!")
+"""A `### Q` line with a marker: `PROBE_HEADER` or an error."""
+MARKER_HINT = "the one marker is '### Q !probe' (one space, lower case); a plain pair is '### Q'"
 FENCE_HINT = (
     "known fences: ::instruction::, ::preference::, ::prose:: (optionally ::kind#adapter::)"
 )
@@ -164,8 +171,11 @@ def _parse_headed(
     part: list[_Line] | None = None  # where text lines go; None before the first header
     for line in block:
         header = line.text.rstrip() if not line.in_code else None
-        if header in headers:
-            part = groups.header(line, headers.index(header))
+        probe = kind == "instruction" and header == PROBE_HEADER
+        if probe or header in headers:
+            part = groups.header(line, 0 if probe else headers.index(header), probe)
+        elif kind == "instruction" and header is not None and MARKER_RE.match(header):
+            raise groups.bad_marker(line, header)
         elif part is not None:
             part.append(line)
         elif line.text.strip():  # only blank lines before the first header
@@ -183,13 +193,14 @@ class _HeadedGroups:
         self.parts: list[list[_Line]] = []  # the current group's parts so far
         self.header_lines: list[int] = []  # the line of each part's header
         self.expected = 0  # index into headers of the next header we accept
+        self.probe = False  # the current group is a probe pair (`### Q !probe`)
 
     def _error(self, message: str, line: int, hint: str | None = None) -> BodyError:
         return BodyError(self.path, message, line=line, col=1, hint=hint)
 
-    def header(self, line: _Line, index: int) -> list[_Line]:
+    def header(self, line: _Line, index: int, probe: bool = False) -> list[_Line]:
         """`headers[index]` on `line`: it starts the next part (and group), returned to
-        be filled, or is out of order."""
+        be filled, or is out of order. `probe`: the header is `### Q !probe`."""
         headers = self.headers
         if index == 0 and self.expected == len(headers):
             self._finish()
@@ -201,11 +212,23 @@ class _HeadedGroups:
                 line.number,
                 f"each group is {' / '.join(headers)} in order",
             )
+        if index == 0:
+            self.probe = probe
         part: list[_Line] = []
         self.parts.append(part)
         self.header_lines.append(line.number)
         self.expected = index + 1
         return part
+
+    def bad_marker(self, line: _Line, header: str) -> BodyError:
+        at = header.index("!")
+        return BodyError(
+            self.path,
+            f"unknown question marker in '{header[:60]}' in ::{self.kind}:: section",
+            line=line.number,
+            col=at + 1,
+            hint=MARKER_HINT,
+        )
 
     def text_before_first(self, line: _Line) -> BodyError:
         first = self.headers[0]
@@ -248,7 +271,9 @@ class _HeadedGroups:
             texts.append(text)
         first, adapter = self.header_lines[0], self.adapter
         if self.kind == "instruction":
-            self.sections.append(instruction_section(texts[0], texts[1], first, adapter))
+            self.sections.append(
+                instruction_section(texts[0], texts[1], first, adapter, self.probe)
+            )
         else:
             self.sections.append(preference_section(texts[0], texts[1], texts[2], first, adapter))
 

@@ -84,6 +84,9 @@ class TrainingConfig(Frozen):
     sources: tuple[SourceSpec, ...] = ()
     sources_policy: Literal["strict", "permissive"] = "strict"
     cache: CacheConfig = CacheConfig()
+    val_fraction: Annotated[Float, Field(gt=0, lt=1)] | None = None
+    """The held-out split (`dlm_git.train.heldout`): about this fraction of the rows is
+    never trained on. None (the default): off, and recorded nowhere."""
     segment_every: Annotated[Int, Field(ge=0)] | None = None
     """Segment snapshot interval in optimizer steps; None: about 4 segments; 0: none."""
     numerics: str | None = None
@@ -117,12 +120,21 @@ class ExportConfig(Frozen):
     default_top_p: Float | None = None
 
 
+class EvalConfig(Frozen):
+    """`eval:`: what `dlm-git eval` runs besides val loss and probes (docs/eval.md). Not
+    part of the training config: no digest of the effective config holds it."""
+
+    tasks: tuple[Annotated[str, Field(min_length=1)], ...] = ()
+    """lm-evaluation-harness task YAML files, relative to the document's directory."""
+
+
 class Frontmatter(Frozen):
     dlm_id: str
     dlm_version: Annotated[Int, Field(ge=1, le=MAX_DLM_VERSION)] = 1
     base_model: str = DEFAULT_BASE_MODEL
     system_prompt: str | None = None
     training: TrainingConfig = TrainingConfig()
+    eval: EvalConfig = EvalConfig()
     export: ExportConfig | None = None
 
     @field_validator("dlm_id")

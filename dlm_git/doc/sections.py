@@ -7,7 +7,9 @@ has `section_id = sha256("source\\n" + relpath + "\\n" + sha256_hex(text))[:16]`
 normalized text (see `source_section_id`). Every instruction pair, every preference
 triple and every source file is its own section with its own id; identical content of
 the same type (and for a source, the same relpath) gives the same id and the same
-tokens, anything else differs.
+tokens, anything else differs. A probe pair (`### Q !probe`) has its header line as
+written in its content, so marking a pair changes its id (the original `dlm` tool's
+section id hashes the marker too); its question, which is trained on, has no marker.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class Section:
     prompt: str | None = None
     chosen: str | None = None
     rejected: str | None = None
+    probe: bool = False
+    """An instruction pair marked `### Q !probe` (still trained on, like any pair)."""
     section_id: str = ""
     """Computed from type and content at creation unless the creator passes it (source
     files compute it from their bytes: `source_section_id`)."""
@@ -81,14 +85,22 @@ def source_section_id(relpath: str, text_sha256: str) -> str:
     return sha256_text(f"source\n{relpath}\n{text_sha256}")[:16]
 
 
-def instruction_section(question: str, answer: str, line: int, adapter: str | None) -> Section:
+PROBE_HEADER = "### Q !probe"
+"""The question header of a probe pair, exactly (the original `dlm` tool's form)."""
+
+
+def instruction_section(
+    question: str, answer: str, line: int, adapter: str | None, probe: bool = False
+) -> Section:
+    header = PROBE_HEADER if probe else "### Q"
     return Section(
         kind="instruction",
-        content=f"### Q\n{question}\n### A\n{answer}",
+        content=f"{header}\n{question}\n### A\n{answer}",
         line=line,
         adapter=adapter,
         question=question,
         answer=answer,
+        probe=probe,
     )
 
 

@@ -19,6 +19,7 @@ from dlm_git.versions import RECORDED_PACKAGES
 
 VERSION_TEXT = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]{0,63}")
 STR, OPT_STR, INT, OBJECT = "a string", "a string or null", "an integer", "an object"
+FRACTION = "a number between 0 and 1 (exclusive)"
 CLASSES = ("strong", "best-effort", "advisory")
 TOP_FIELDS: dict[str, str] = {
     "lock_version": INT,
@@ -36,12 +37,13 @@ TOP_FIELDS: dict[str, str] = {
     "determinism_class": STR,
     "license_acceptance": OBJECT,
     "supersedes": OPT_STR,
+    "val_fraction": FRACTION,
 }
 """Every top-level field of a lock and its kind (`dlm_git.lock.schema.Lock`'s fields; a
-test keeps them equal). All are required but `supersedes` (and `lock_version`, which
-`parse_lock_json` checks first)."""
+test keeps them equal). All are required but `supersedes`, `val_fraction` (the held-out
+split, written only when set) and `lock_version` (which `parse_lock_json` checks first)."""
 LOCK_KEYS = frozenset(TOP_FIELDS)
-OPTIONAL_KEYS = frozenset({"lock_version", "supersedes"})
+OPTIONAL_KEYS = frozenset({"lock_version", "supersedes", "val_fraction"})
 SETUP_FIELDS = (
     "pinned_versions",
     "hardware_tier",
@@ -115,6 +117,8 @@ def _field_problem(obj: Mapping[str, object], key: str, kind: str) -> str | None
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind == OBJECT:
         ok = isinstance(value, Mapping)
+    elif kind == FRACTION:  # never a bool, and never 0, 1, inf or nan
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1
     else:
         ok = isinstance(value, str) or (kind == OPT_STR and value is None)
     return None if ok else f"{key} {value!r:.60} is not {kind}"

@@ -8,7 +8,7 @@ pydantic, torch or anything heavy.
 |-----------------------------------------------------|-----------------------------------|
 | dlm_sha256                                          | ALLOW (editing the doc is normal) |
 | dlm_id, base_model, base_model_revision,            | ERROR                             |
-|   base_model_sha256, lock_version                   |                                   |
+|   base_model_sha256, lock_version, val_fraction     |                                   |
 | pinned_versions.torch                               | ERROR on major, else WARN         |
 | other pinned_versions (transformers, peft, ...)     | WARN                              |
 | hardware_tier, determinism_class, determinism_flags,| WARN                              |
@@ -30,7 +30,14 @@ from typing import Any, Literal
 DriftSeverity = Literal["ALLOW", "WARN", "ERROR"]
 """A drift's class in the table (ALLOW: an expected change, reported, never a finding)."""
 
-ERROR_FIELDS = ("lock_version", "dlm_id", "base_model", "base_model_revision", "base_model_sha256")
+ERROR_FIELDS = (
+    "lock_version",
+    "dlm_id",
+    "base_model",
+    "base_model_revision",
+    "base_model_sha256",
+    "val_fraction",
+)
 WARN_FIELDS = (
     "hardware_tier",
     "determinism_class",

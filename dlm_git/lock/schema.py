@@ -3,13 +3,15 @@
 Invariant: a lock is a pure function of what produced the adapter. It holds no
 timestamps, run counters, hostnames or absolute paths, so re-training unchanged inputs on
 the same setup rewrites it byte-identically (canonical JSON) and leaves `git status` clean.
+`val_fraction` (the held-out split, `dlm_git.train.heldout`) is written only when set:
+a lock of a document without one has the bytes it always had.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from dlm_git.hashing import canonical_json, sha256_bytes
 
@@ -40,6 +42,14 @@ class Lock(BaseModel):
     determinism_class: Literal["strong", "best-effort", "advisory"]
     license_acceptance: LicenseAcceptance
     supersedes: str | None = None
+    val_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_split(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if self.val_fraction is None:
+            data.pop("val_fraction", None)
+        return data
 
     def to_bytes(self) -> bytes:
         return canonical_json(self.model_dump(mode="json"))

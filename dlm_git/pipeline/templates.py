@@ -14,6 +14,11 @@ Invariants:
 - `dlm.lock` is `persist: true` (DVC must not delete it before `train` validates
   against it); lock, manifest, metrics, plots and the verify report are `cache: false`
   (they are committed to git); `adapter/` and `tokens/` are DVC-cached.
+- `eval@<doc>` runs after `train@<doc>`: it depends on what it scores (the adapter, the
+  manifest and lock naming it, the base's identity and the document's inputs and
+  settings) and writes `eval.json` and `eval_metrics.json` (`cache: false`, committed;
+  the second is the `dvc metrics` file; `persist: true`, so that a failed evaluation
+  leaves the old record as it was instead of DVC deleting it first), see docs/eval.md.
 - `base@<doc>` resolves the document's base and writes its identity to `<doc>/base.json`
   (revision, tensor root, tokenizer and config sha256): that file, not a directory of
   weights, is what `tokenize` and `train` depend on, so swapping the base reruns them.
@@ -30,6 +35,8 @@ from typing import Any
 from dlm_git.layout import (
     ADAPTER_DIR,
     BASE_RECORD_NAME,
+    EVAL_METRICS_NAME,
+    EVAL_NAME,
     INPUTS_RECORD_NAME,
     LOCK_NAME,
     LOSS_NAME,
@@ -115,6 +122,24 @@ STAGES: dict[str, Any] = {
             ],
             "metrics": [{_out(METRICS_NAME): {"cache": False}}],
             "plots": [{_out(LOSS_NAME): {"cache": False, "x": "step", "y": "loss"}}],
+        },
+    },
+    "eval": {
+        "foreach": "${documents}",
+        "do": {
+            "cmd": f"dlm-git eval ${{item}} --tiny-dir {TINY_DIR}",
+            "deps": [
+                _out(ADAPTER_DIR),
+                _out(MANIFEST_NAME),
+                _out(LOCK_NAME),
+                _out(BASE_RECORD_NAME),
+                _out(INPUTS_RECORD_NAME),
+            ],
+            "params": [f"{DOCS_KEY}.{ITEM}"],
+            # persist: DVC would delete them before the command runs, and a failed
+            # evaluation must leave the old record as it was
+            "outs": [{_out(EVAL_NAME): {"cache": False, "persist": True}}],
+            "metrics": [{_out(EVAL_METRICS_NAME): {"cache": False, "persist": True}}],
         },
     },
     "verify": {

@@ -49,6 +49,8 @@ def effective_config(
     excluded = {"cache", "sources", "sources_policy", "segment_every", "numerics"}
     if not training.gradient_checkpointing:  # off is the default, and older records' form
         excluded.add("gradient_checkpointing")
+    if training.val_fraction is None:  # no held-out split: the records of before it existed
+        excluded.add("val_fraction")
     cfg = training.model_dump(mode="json", exclude=excluded)
     cfg.update(
         {

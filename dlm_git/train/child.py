@@ -8,7 +8,10 @@ Invariants:
 - The request is a `TrainRequest` (the caller's `TrainOptions`, with the profile and the
   device the parent planned) and the answer a `TrainResult` (`dlm_git.train.protocol`),
   both through `dlm_git.childproc`; a user error is answered as its one line and exit
-  code, which the parent raises as the same. Nothing is read from stdout.
+  code, which the parent raises as the same. Nothing is read from stdout; what the
+  training shows its user (the plan and progress when the parent's stderr is a
+  terminal, the `.gitignore` line, lock WARNs) goes to the parent as reports on their
+  own pipe (`dlm_git.train.progress`), and its stderr is seen only as its last line.
 - This interpreter trains in-process or not at all (`train_in_process`): a child never
   starts a child.
 """

@@ -1,5 +1,6 @@
 """A document's settings in params.yaml: `docs.<doc dir>.training.<setting>` overrides the
-document's `training.<setting>`, and `docs.<doc dir>.lock_mode` is its lock mode.
+document's `training.<setting>`, `docs.<doc dir>.lock_mode` is its lock mode, and
+`docs.<doc dir>.eval.tasks` replaces its `eval.tasks` (read by `dlm-git eval` only).
 
 Invariants:
 - One place for the rule: `with_params` applies the overrides before anything is derived
@@ -38,6 +39,9 @@ from dlm_git.train.options import TrainError, TrainOptions
 DOCS_KEY = "docs"
 TRAINING_KEY = "training"
 LOCK_MODE_KEY = "lock_mode"
+EVAL_KEY = "eval"
+"""`docs.<doc>.eval.tasks`: the task files `dlm-git eval` runs, replacing the document's
+`eval.tasks` (docs/eval.md); read by eval, never by training."""
 LOCK_MODES: tuple[LockMode, ...] = ("default", "strict", "update", "ignore")
 KEPT = frozenset({"sources", "sources_policy", "cache"})
 """Training settings params.yaml cannot override (the document's inputs)."""
@@ -51,6 +55,7 @@ class DocParams:
 
     training: dict[str, Any]
     lock_mode: LockMode | None = None
+    eval_tasks: tuple[str, ...] | None = None
 
 
 def doc_key(loaded: LoadedDocument) -> str:
@@ -109,7 +114,7 @@ def _entry(entry: object, where: str) -> DocParams:
     if not isinstance(entry, dict):
         _refuse(where, f"is not a mapping of `{TRAINING_KEY}` and `{LOCK_MODE_KEY}`")
     for key in entry:
-        if key not in (TRAINING_KEY, LOCK_MODE_KEY):
+        if key not in (TRAINING_KEY, LOCK_MODE_KEY, EVAL_KEY):
             _refuse(
                 f"{where}.{key}", f"is read by nothing (a training setting? {TRAINING_KEY}.{key})"
             )
@@ -127,7 +132,21 @@ def _entry(entry: object, where: str) -> DocParams:
     mode = entry.get(LOCK_MODE_KEY)
     if mode is not None and mode not in LOCK_MODES:
         _refuse(f"{where}.{LOCK_MODE_KEY}", f"{mode!r:.40} is not one of {', '.join(LOCK_MODES)}")
-    return DocParams(dict(training), mode)
+    return DocParams(dict(training), mode, _eval_tasks(entry.get(EVAL_KEY), f"{where}.{EVAL_KEY}"))
+
+
+def _eval_tasks(value: object, where: str) -> tuple[str, ...] | None:
+    """`docs.<doc>.eval`: `{tasks: [file, ...]}` (None: the document's own list)."""
+    if value is None:
+        return None
+    tasks = value.get("tasks") if isinstance(value, dict) and set(value) == {"tasks"} else None
+    if not isinstance(tasks, list) or not all(isinstance(t, str) and t for t in tasks):
+        raise TrainError(
+            f"{PARAMS_NAME}: {where}",
+            "is not `tasks:` with a list of task files",
+            "see docs/eval.md, 'Tasks'",
+        )
+    return tuple(tasks)
 
 
 def _refuse(key: str, problem: str) -> NoReturn:

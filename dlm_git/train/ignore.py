@@ -16,6 +16,8 @@ Invariants:
 - The `.gitignore` is read only as a regular file, never through a link (a clone's
   `.gitignore -> /elsewhere` would copy that file into the work tree): anything else is
   one line and the training stops before writing anything.
+- What was added is said once, on the user's stderr (`dlm_git.train.progress.notice`:
+  a training in a child says it through its parent).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from dlm_git.fsutil import atomic_write_bytes, read_regular
 from dlm_git.gitio.process import run_git
 from dlm_git.layout import ADAPTER_DIR, RUN_RECORD_NAME, SEGMENTS_DIR, TOKENS_DIR, DocLayout
-from dlm_git.output import error_line
+from dlm_git.train.progress import notice
 
 GITIGNORE = ".gitignore"
 MAX_GITIGNORE_BYTES = 1 << 20
@@ -60,7 +62,7 @@ def ignore_outputs(layout: DocLayout) -> list[str]:
     text = read_regular(path, MAX_GITIGNORE_BYTES, follow_symlinks=False) if exists else b""
     sep = b"" if not text or text.endswith(b"\n") else b"\n"
     atomic_write_bytes(path, text + sep + "".join(f"{line}\n" for line in lines).encode())
-    error_line(f"{path}: added {', '.join(lines)} (train's outputs stay out of git; commit it)")
+    notice(f"{path}: added {', '.join(lines)} (train's outputs stay out of git; commit it)")
     return lines
 
 

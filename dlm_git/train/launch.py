@@ -9,6 +9,10 @@ Invariants:
   both through `dlm_git.childproc` (`dlm_git.train.protocol` names them); the adapter rank 0
   saves lands in a staging directory beside `adapter/`, which `fit_ranks` installs only
   after every rank has exited 0 (and removes on any failure).
+- The plan line and rank 0's progress are drawn here, as one process draws its own
+  (`dlm_git.train.progress.display`: this process's terminal, or its parent's when it
+  is a training child): rank 0 leaves its latest step in the job directory, read
+  `MAX_RATE` times a second; the other ranks report nothing.
 - One node, `max_restarts` 0 (a restarted rank would train from scratch and another run's
   bits would be half-mixed in), a c10d rendezvous on 127.0.0.1 with a free port.
 - The effective config is derived as one process derives it (`assemble.run_config`),
@@ -27,6 +31,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,7 +47,16 @@ from dlm_git.train.adapter import install_dir, staging_dir, sweep_stale
 from dlm_git.train.assemble import resolve_precision, run_config
 from dlm_git.train.card import CardFacts, hub_base, write_card
 from dlm_git.train.options import TrainError, TrainOptions
-from dlm_git.train.protocol import JOB, PEER_LOST, RESULT, TOKENS, RankJob, RankResult
+from dlm_git.train.progress import MAX_RATE, Progress, checked_loss, display, outline_for
+from dlm_git.train.protocol import (
+    JOB,
+    PEER_LOST,
+    PROGRESS,
+    RESULT,
+    TOKENS,
+    RankJob,
+    RankResult,
+)
 from dlm_git.train.records import Fitted
 
 if TYPE_CHECKING:
@@ -51,7 +65,7 @@ if TYPE_CHECKING:
     from dlm_git.base.resolve import ResolvedBase
     from dlm_git.doc.load import LoadedDocument
     from dlm_git.numerics.prepare import Environment
-    from dlm_git.train.loop import LoopResult
+    from dlm_git.train.loop import LoopResult, ProgressFn
     from dlm_git.train.pipeline import TokenizeResult
 
 
@@ -76,7 +90,7 @@ def fit_ranks(
     started = time.perf_counter()
     try:
         job = _rank_job(loaded, resolved, env, tok, options, precision, staging)
-        out = run_ranks(job, tok.sequences, options.nproc)
+        out = run_ranks(job, tok.sequences, options.nproc, _display(loaded, tok, job, options))
         if out.flags != env.flags:
             raise TrainError("train", "rank 0 ran under other kernel facts than its launcher")
         result = _rank_result(out)
@@ -91,6 +105,18 @@ def fit_ranks(
     install_dir(staging_dir(layout.segments), layout.segments)  # no snapshots with ranks
     facts = {"nproc": options.nproc, "rank0": out.rank0}
     return Fitted(config, result, record, None, seconds, facts)
+
+
+def _display(
+    loaded: LoadedDocument, tok: TokenizeResult, job: RankJob, options: TrainOptions
+) -> ProgressFn | None:
+    """The plan line now, and what draws rank 0's progress (None: not shown here)."""
+    from dlm_git.train.assemble import loop_config
+
+    cfg = loop_config(job.training, job.device, job.precision, job.pad_id, job.world_size)
+    plan = outline_for(str(loaded.doc.path), cfg, len(tok.sequences), tok.tokens)
+    shown = display(plan, options.quiet)
+    return None if shown is None else shown.update
 
 
 def _check_ranks(loaded: LoadedDocument, device: str, options: TrainOptions) -> None:
@@ -173,8 +199,11 @@ def _rank_result(out: RankResult) -> LoopResult:
     )
 
 
-def run_ranks(job: RankJob, tokens: TokenStream, nproc: int) -> RankResult:
-    """Run `nproc` ranks on `job` (see `dlm_git.train.rank`); rank 0's result record."""
+def run_ranks(
+    job: RankJob, tokens: TokenStream, nproc: int, progress: ProgressFn | None = None
+) -> RankResult:
+    """Run `nproc` ranks on `job` (see `dlm_git.train.rank`); rank 0's result record.
+    `progress` draws rank 0's steps as they come (`_watching`)."""
     # a SIGKILLed launcher leaves its job directory (the document's tokens) behind: the
     # next launch sweeps those of dead launchers, as a train sweeps dead trains' staging
     temp = Path(tempfile.gettempdir())
@@ -186,7 +215,8 @@ def run_ranks(job: RankJob, tokens: TokenStream, nproc: int) -> RankResult:
         except ValueError as exc:  # a value JSON cannot carry: nothing is launched
             raise RankFailedError("train", f"the ranks' job cannot be written: {exc}") from None
         _save_tokens(job_dir / TOKENS, tokens)
-        _launch(job_dir, nproc)
+        with _watching(job_dir / PROGRESS, progress):
+            _launch(job_dir, nproc)
         try:
             return read_document(job_dir / RESULT, RankResult, "rank 0's result")
         except ProtocolError as exc:
@@ -251,6 +281,48 @@ def _launch(job_dir: Path, nproc: int) -> None:
             f"the {nproc} ranks could not be launched: {type(exc).__name__}: {first}",
             "nothing was installed; the previous outputs are as they were",
         ) from None
+
+
+@contextlib.contextmanager
+def _watching(path: Path, progress: ProgressFn | None) -> Iterator[None]:
+    """While the ranks run, rank 0's latest step (`path`) drawn by `progress`, read
+    `MAX_RATE` times a second; once they have all exited 0, its last step."""
+    if progress is None:
+        yield
+        return
+    watcher = _Watcher(path, progress)
+    try:
+        yield
+    finally:
+        watcher.stop()
+    watcher.poll()
+
+
+class _Watcher(threading.Thread):
+    def __init__(self, path: Path, progress: ProgressFn) -> None:
+        super().__init__(daemon=True)
+        self.path, self.progress, self.step = path, progress, 0
+        self.stopped = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.stopped.wait(1.0 / MAX_RATE):
+            self.poll()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+    def poll(self) -> None:
+        """Draw rank 0's step if it is a new one (none yet, or unreadable: nothing)."""
+        try:
+            got = read_document(self.path, Progress, "rank 0's progress")
+            loss = checked_loss(got)
+        except ProtocolError:
+            return
+        if got.step > self.step:
+            self.step = got.step
+            self.progress(got.step, got.total, loss, got.tokens)
 
 
 AGENT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")

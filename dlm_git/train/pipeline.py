@@ -9,12 +9,15 @@ Invariants:
   recognised by the section row ids and one digest of the sources (`Pack.holds`), without
   a row id or a key per source file.
 - `--no-cache` (use_cache=False) neither reads nor writes nor records anything in the cache.
+- With a held-out split (`training.val_fraction`), `sequences` is what training reads:
+  the document's stream less the held-out rows (`dlm_git.train.heldout`); the cache,
+  `tokens/`, `stream_root` and `rows` stay the whole document's (`whole`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dlm_git.base.resolve import ResolvedBase
@@ -26,6 +29,8 @@ from dlm_git.doc.load import LoadedDocument
 from dlm_git.doc.walk import SourceFile, source_rows_digest
 from dlm_git.manifest.records import sources_record
 from dlm_git.token_stream import RowTokens, TokenStream, token_stream_root
+from dlm_git.train.heldout import split_stream
+from dlm_git.train.options import TrainError
 from dlm_git.train.rows import Row, section_rows, source_rows
 from dlm_git.train.tokenize import TOKENS_INDEX, RowTokenizer, load_tokens, save_tokens
 
@@ -33,6 +38,7 @@ from dlm_git.train.tokenize import TOKENS_INDEX, RowTokenizer, load_tokens, save
 @dataclass
 class TokenizeResult:
     sequences: TokenStream
+    """The sequences training reads (the whole stream less any held-out rows)."""
     stream_root: str
     rows: int
     template_kind: str
@@ -41,6 +47,15 @@ class TokenizeResult:
     cache_stats: dict[str, Any] | None = field(default=None)
     source: str = "tokenized"
     """"tokenized" (through the cache or not) or "tokens-dir" (read from `tokens/`)."""
+    held_out: TokenStream | None = None
+    """The held-out rows' sequences; None without a split."""
+    document: TokenStream | None = None
+    """The document's whole stream when rows are held out (see `whole`)."""
+
+    @property
+    def whole(self) -> TokenStream:
+        """The document's whole token stream (what `tokens/` holds; `stream_root`'s)."""
+        return self.document if self.document is not None else self.sequences
 
     @property
     def tokens(self) -> int:
@@ -104,7 +119,7 @@ def tokenize_document(
             served_by=run.served_by,
         )
         stats = {"path": str(cache.root), **metrics.to_json()}
-    return TokenizeResult(
+    result = TokenizeResult(
         sequences=stream,
         stream_root=root,
         rows=n_rows,
@@ -113,6 +128,25 @@ def tokenize_document(
         tokenizer=tokenizer,
         cache_stats=stats,
     )
+    return hold_out(loaded, result, doc_rows)
+
+
+def hold_out(loaded: LoadedDocument, result: TokenizeResult, doc_rows: list[Row]) -> TokenizeResult:
+    """`result` with its held-out rows taken out of `sequences` (as it is when the split
+    is off); a split that holds out every row is a `TrainError`."""
+    training = loaded.doc.frontmatter.training
+    fraction = training.val_fraction
+    if fraction is None:
+        return result
+    rows = doc_rows + source_rows(loaded.sources.files)
+    trained, held = split_stream(result.sequences, rows, training.seed, fraction)
+    if len(result.sequences) and not len(trained):
+        raise TrainError(
+            str(loaded.doc.path),
+            f"training.val_fraction {fraction} holds out every row ({len(rows)} of them)",
+            "lower training.val_fraction, or add rows to the document",
+        )
+    return replace(result, sequences=trained, held_out=held, document=result.sequences)
 
 
 def _through_cache(
@@ -181,16 +215,17 @@ def tokens_key(loaded: LoadedDocument, resolved: ResolvedBase) -> dict[str, Any]
 
 
 def write_tokens(loaded: LoadedDocument, resolved: ResolvedBase, result: TokenizeResult) -> None:
+    whole = result.whole
     save_tokens(
         loaded.layout.tokens,
-        result.sequences,
+        whole,
         {
             "key": tokens_key(loaded, resolved),
             "stream_root": result.stream_root,
             "template": result.template_kind,
             "skipped_preference": result.skipped_preference,
-            "sequences": len(result.sequences),
-            "tokens": result.tokens,
+            "sequences": len(whole),
+            "tokens": whole.tokens,
         },
     )
 
@@ -207,7 +242,7 @@ def load_or_tokenize(
             index = None
         if index is not None and index.get("key") == tokens_key(loaded, resolved):
             fm = loaded.doc.frontmatter
-            return TokenizeResult(
+            result = TokenizeResult(
                 sequences=stream,
                 stream_root=index["stream_root"],
                 rows=len(stream.row_ids),
@@ -216,4 +251,9 @@ def load_or_tokenize(
                 tokenizer=RowTokenizer(resolved.path, fm.system_prompt, fm.training.sequence_len),
                 source="tokens-dir",
             )
+            if fm.training.val_fraction is None:
+                return result
+            chat = index["template"] == "chat_template"
+            doc_rows, _ = section_rows(loaded.doc.sections, fm.system_prompt, chat)
+            return hold_out(loaded, result, doc_rows)
     return tokenize_document(loaded, resolved, use_cache=use_cache)

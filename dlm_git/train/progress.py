@@ -3,7 +3,14 @@
 Invariants:
 - Shown only when stderr is a terminal (`dvc repro` hands its terminal to the stage's
   command), and never with `--no-progress`: a log, a pipe and a test's captured output
-  get nothing from here.
+  get nothing from here. That is decided once, by the process the user started
+  (`shows`), and passed down to whatever trains for it.
+- A training in a child interpreter (`dlm_git.train.run`) shows exactly what it would
+  show in the user's process: in the child, the plan, the progress and every line for
+  the user (`notice`: the `.gitignore` line, a lock WARN) go to the parent as reports
+  (`dlm_git.childproc.report`: `Outline`, `Progress`, `Notice`), and the parent draws
+  them on its own stderr (`Relayed`). Under `--nproc N` only rank 0 tells its launcher
+  how far it is (`dlm_git.train.launch`), which draws it the same way.
 - The progress line (step, loss, tokens/s, ETA) is rewritten in place (`\\r`, erase to the
   end of the line) at most `MAX_RATE` times a second, and always at the last step, which
   ends it with a newline. Tokens/s and the ETA are on `time.perf_counter`, the clock the
@@ -20,9 +27,13 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from dlm_git.output import printable
+from dlm_git.childproc import Listener, ProtocolError, report, reporting
+from dlm_git.output import error_line, printable
+
+if TYPE_CHECKING:
+    from dlm_git.train.loop import LoopConfig
 
 MAX_RATE = 4.0
 """Progress lines per second, at most."""
@@ -51,6 +62,15 @@ def outline_of(doc: str, steps: int, steps_per_epoch: int, tokens_per_epoch: int
     return Outline(doc, steps, epochs, round(tokens_per_epoch * epochs))
 
 
+def outline_for(doc: str, cfg: LoopConfig, n_sequences: int, tokens_per_epoch: int) -> Outline:
+    """The plan of a loop run by `cfg` over `n_sequences` (`tokens_per_epoch` tokens)."""
+    from dlm_git.train.loop import micro_batches_per_epoch, total_steps
+
+    batches = micro_batches_per_epoch(n_sequences, cfg.micro_batch_size)
+    per_epoch = math.ceil(batches / cfg.group_size)
+    return outline_of(doc, total_steps(n_sequences, cfg), per_epoch, tokens_per_epoch)
+
+
 def clock(seconds: float) -> str:
     """`m:ss` (or `h:mm:ss`) of a duration."""
     whole = max(0, math.ceil(seconds))
@@ -59,23 +79,59 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+@dataclass(frozen=True)
+class Progress:
+    """One progress update on the wire: the loss as exact float hex (it may be nan)."""
+
+    step: int
+    total: int
+    loss_hex: str
+    tokens: int
+
+    def loss(self) -> float:
+        return float.fromhex(self.loss_hex)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A line for the user's stderr, said by a training that runs in a child."""
+
+    line: str
+
+
+class Throttle:
+    """Due at most `MAX_RATE` times a second, and always at the last step."""
+
+    def __init__(self) -> None:
+        self.shown = -math.inf
+
+    def due(self, step: int, total: int) -> bool:
+        now = time.perf_counter()
+        if step < total and now - self.shown < 1.0 / MAX_RATE:
+            return False
+        self.shown = now
+        return True
+
+
 class Display:
     """The plan line and the rewritten progress line on `stream` (a terminal)."""
 
     def __init__(self, stream: TextIO, plan: Outline) -> None:
         self.stream, self.plan = stream, plan
         self.started = time.perf_counter()
-        self.shown = -math.inf
+        self.throttle = Throttle()
         self.stream.write(plan.line() + "\n")
         self.stream.flush()
 
     def update(self, step: int, total: int, loss: float, tokens: int) -> None:
         """The loop's progress callback (`dlm_git.train.loop.ProgressFn`)."""
+        if self.throttle.due(step, total):
+            self.draw(step, total, loss, tokens)
+
+    def draw(self, step: int, total: int, loss: float, tokens: int) -> None:
+        """The progress line for `step` (unthrottled: a relayed update was throttled)."""
         now = time.perf_counter()
         last = step >= total
-        if not last and now - self.shown < 1.0 / MAX_RATE:
-            return
-        self.shown = now
         elapsed = max(now - self.started, 1e-9)
         rate = tokens / elapsed
         tail = (
@@ -86,12 +142,72 @@ class Display:
         self.stream.flush()
 
 
-def display(plan: Outline, quiet: bool, stream: TextIO | None = None) -> Display | None:
-    """A display of `plan` on `stream` (stderr), or None: `quiet`, or not a terminal."""
+class Relay:
+    """A display in a child: `plan` and throttled updates sent to the parent."""
+
+    def __init__(self, plan: Outline) -> None:
+        self.throttle = Throttle()
+        report(plan)
+
+    def update(self, step: int, total: int, loss: float, tokens: int) -> None:
+        if self.throttle.due(step, total):
+            report(Progress(step, total, loss.hex(), tokens))
+
+
+def shows(quiet: bool, stream: TextIO | None = None) -> bool:
+    """Whether this process's user sees progress: not `quiet`, and `stream` (stderr) a
+    terminal."""
+    return not quiet and _is_terminal(sys.stderr if stream is None else stream)
+
+
+def display(plan: Outline, quiet: bool, stream: TextIO | None = None) -> Display | Relay | None:
+    """A display of `plan` on `stream` (stderr), or None: `quiet`, or not a terminal. In
+    a child whose parent listens, not `quiet` means the parent draws it: a `Relay`."""
+    if reporting():
+        return None if quiet else Relay(plan)
     out = sys.stderr if stream is None else stream
-    if quiet or not _is_terminal(out):
-        return None
-    return Display(out, plan)
+    return Display(out, plan) if shows(quiet, out) else None
+
+
+def notice(line: str) -> None:
+    """One line for the user on stderr (the parent's, from a child that reports)."""
+    if not report(Notice(line)):
+        error_line(line)
+
+
+class Relayed:
+    """The parent's side of a training child's reports: notices on stderr, and the plan
+    and progress drawn there when `shown` (this process's `shows`)."""
+
+    def __init__(self, shown: bool) -> None:
+        self.shown = shown
+        self.display: Display | None = None
+
+    def listener(self) -> Listener:
+        return Listener(Outline | Progress | Notice, self.handle)
+
+    def handle(self, got: Outline | Progress | Notice) -> None:
+        if isinstance(got, Notice):
+            error_line(got.line)
+        elif isinstance(got, Outline):
+            self.display = Display(sys.stderr, got) if self.shown else None
+        elif self.display is not None:
+            self.display.draw(got.step, got.total, checked_loss(got), got.tokens)
+
+
+def checked_loss(got: Progress) -> float:
+    """The loss of an update read back, checked (`ProtocolError`: not one a loop gives)."""
+    try:
+        loss = got.loss()
+    except ValueError:
+        loss = None
+    if loss is None or not 1 <= got.step <= got.total or got.tokens < 0:
+        raise ProtocolError(
+            "a training's progress report",
+            f"is not a progress update (step {got.step}/{got.total},"
+            f" loss {got.loss_hex[:40]!r}, {got.tokens} tokens)",
+        )
+    return loss
 
 
 def _is_terminal(stream: TextIO) -> bool:

@@ -26,6 +26,8 @@ JOB = "job.json"
 """The ranks' job directory: the `RankJob`, the token stream, rank 0's `RankResult`."""
 TOKENS = "tokens.npz"
 RESULT = "result.json"
+PROGRESS = "progress.json"
+"""Rank 0's latest progress (a `dlm_git.train.progress.Progress`), for its launcher to draw."""
 PEER_LOST = 75
 """A rank's exit code when it lost a peer (the cause is the rank that failed first)."""
 

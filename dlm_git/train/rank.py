@@ -8,7 +8,8 @@ Invariants:
   torch initialises, builds the model from the seed like every other rank, and trains its
   stride of each step's micro-batches (`dlm_git.train.distributed`).
 - Only rank 0 writes, and only into the launcher's staging directory (the adapter) and
-  JOB_DIR (`result.json`, a `RankResult`, atomically); the launcher installs nothing
+  JOB_DIR (`result.json`, a `RankResult`, and its latest step, `progress.json`, each
+  atomically); the launcher installs nothing
   until every rank has exited 0. Before rank 0 writes, the ranks check that they hold
   identical weights.
 - A rank dies with its launcher (Linux parent-death signal), so a killed launcher leaves
@@ -29,7 +30,15 @@ from typing import TYPE_CHECKING
 
 from dlm_git.childproc import read_document, write_document
 from dlm_git.errors import DlmGitError
-from dlm_git.train.protocol import JOB, PEER_LOST, RESULT, TOKENS, RankJob, RankResult
+from dlm_git.train.protocol import (
+    JOB,
+    PEER_LOST,
+    PROGRESS,
+    RESULT,
+    TOKENS,
+    RankJob,
+    RankResult,
+)
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -110,7 +119,7 @@ def _fit_rank(
     cfg = loop_config(training, env.device, job.precision, job.pad_id, me.world_size)
     tokens = _tokens(job_dir)
     started = time.perf_counter()
-    result = train_loop(model, tokens, cfg, progress=_progress(rank), rank=me)
+    result = train_loop(model, tokens, cfg, progress=_progress(job_dir, rank), rank=me)
     result.seconds = time.perf_counter() - started
     params = [p for p in model.parameters() if p.requires_grad]
     if not weights_agree(params, env.device):
@@ -133,9 +142,19 @@ def _tokens(job_dir: Path) -> TokenStream:
         )
 
 
-def _progress(rank: int) -> ProgressFn:
+def _progress(job_dir: Path, rank: int) -> ProgressFn:
+    """Each step on this rank's log (its stdout, a file in JOB_DIR); rank 0 also leaves
+    its latest step for the launcher to draw (`PROGRESS`, at most `MAX_RATE` times a
+    second and at the last step: `dlm_git.train.launch`)."""
+    from dlm_git.train.progress import Progress, Throttle
+
+    throttle = Throttle()
+
     def show(step: int, total: int, loss: float, tokens: int) -> None:
         print(f"rank {rank} step {step}/{total} loss {loss:.6f} tokens {tokens}", flush=True)
+        if rank == 0 and throttle.due(step, total):
+            with contextlib.suppress(OSError):  # progress never stops a training
+                write_document(job_dir / PROGRESS, Progress(step, total, loss.hex(), tokens))
 
     return show
 

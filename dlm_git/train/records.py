@@ -44,10 +44,10 @@ from dlm_git.manifest.schema import (
     TokensRecord,
     TrainingResult,
 )
-from dlm_git.output import error_line
 from dlm_git.topology import topology_flags
 from dlm_git.train.assemble import resolve_precision
 from dlm_git.train.options import TrainError
+from dlm_git.train.progress import notice
 from dlm_git.train.smoke import smoke_flags
 from dlm_git.versions import pinned_versions
 
@@ -109,6 +109,7 @@ def build_lock(
         rocm_version=hw.details.get("rocm_version") if hw.device == "cuda" else None,
         hardware_tier=hw.tier,
         seed=fm.training.seed,
+        val_fraction=fm.training.val_fraction,
         determinism_flags=flags,
         determinism_class=klass,
         license_acceptance=license_acceptance(resolved, accept_license),
@@ -175,9 +176,10 @@ def decide_lock(
 
 
 def report_warnings(lock_path: Path, findings: Iterable[Finding]) -> None:
-    """The lock decision's WARN findings, one line each on stderr."""
+    """The lock decision's WARN findings, one line each on the user's stderr (from a
+    training child, through its parent: `dlm_git.train.progress.notice`)."""
     for f in findings:
-        error_line(f"{lock_path}: WARN {f.describe()}")  # the lock's values, escaped
+        notice(f"{lock_path}: WARN {f.describe()}")  # the lock's values, escaped
 
 
 def _corrupt(path: Path) -> bool:
@@ -231,7 +233,7 @@ def write_records(
         section_ids=loaded.section_ids,
         sources=sources_record(loaded.sources.recorded()),
         tokens=TokensRecord(
-            root=tok.stream_root, rows=tok.rows, sequences=len(tok.sequences), tokens=tok.tokens
+            root=tok.stream_root, rows=tok.rows, sequences=len(tok.whole), tokens=tok.whole.tokens
         ),
         tokenizer_sha256=identity.tokenizer_sha256,
         base=BaseRecord(

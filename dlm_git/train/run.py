@@ -19,7 +19,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -37,11 +36,10 @@ from dlm_git.manifest.schema import AdapterRecord, SegmentsRecord
 from dlm_git.train.assemble import TrainingRun, build_training
 from dlm_git.train.doc_params import apply_params
 from dlm_git.train.options import TrainError, TrainOptions, TrainOutcome
-from dlm_git.train.progress import Outline, display, outline_of
+from dlm_git.train.progress import Outline, display, outline_for
 from dlm_git.train.records import (
     Fitted,
     decide_lock,
-    report_warnings,
     write_records,
     write_run_record,
 )
@@ -66,7 +64,7 @@ def run_train(target: Path, options: TrainOptions) -> TrainOutcome:
 
     loaded, options, run_plan = _plan(target, options)
     if not can_run_in_process(run_plan.env):
-        return _train_in_child(target, loaded, options, run_plan)
+        return _train_in_child(target, options, run_plan)
     activate(run_plan.env)  # before anything below imports torch
     return _train_here(loaded, options, run_plan)
 
@@ -99,28 +97,28 @@ def _plan(target: Path, options: TrainOptions) -> tuple[LoadedDocument, TrainOpt
     return loaded, options, run_plan
 
 
-def _train_in_child(
-    target: Path, loaded: LoadedDocument, options: TrainOptions, run_plan: Plan
-) -> TrainOutcome:
+def _train_in_child(target: Path, options: TrainOptions, run_plan: Plan) -> TrainOutcome:
     """The same training in `python -m dlm_git.train.child`, whose environment holds the
-    plan's kernel variables; its lock WARN findings are printed here, as a run here
-    prints them."""
+    plan's kernel variables. It shows here what it would show here (its lock WARN
+    findings, the `.gitignore` line, and, when this process's stderr is a terminal, the
+    plan and progress): its reports, drawn by `dlm_git.train.progress.Relayed`."""
     from dlm_git.childproc import call_child
     from dlm_git.numerics.activate import apply_to
+    from dlm_git.train.progress import Relayed, shows
     from dlm_git.train.protocol import TrainRequest, TrainResult
 
     profile = run_plan.profile.name if run_plan.profile is not None else None
-    asked = replace(options, numerics=profile, device=run_plan.device, quiet=True)
+    shown = shows(options.quiet)  # decided here: the child's stderr is never a terminal
+    asked = replace(options, numerics=profile, device=run_plan.device, quiet=not shown)
     result = call_child(
         CHILD,
         TrainRequest(target, asked),
         TrainResult,
         env=apply_to(dict(os.environ), run_plan.env),
         what="the training child",
+        listen=Relayed(shown).listener(),
     )
-    outcome = result.outcome()
-    report_warnings(loaded.layout.lock, outcome.warnings)
-    return outcome
+    return result.outcome()
 
 
 def _train_here(loaded: LoadedDocument, options: TrainOptions, run_plan: Plan) -> TrainOutcome:
@@ -290,10 +288,4 @@ def _progress_bar(quiet: bool, plan: Outline) -> Iterator[ProgressFn | None]:
 
 def _outline(loaded: LoadedDocument, run: TrainingRun, tok: TokenizeResult) -> Outline:
     """What the progress display announces: the run's steps, epochs and tokens."""
-    from dlm_git.train.loop import micro_batches_per_epoch, total_steps
-
-    cfg = run.loop_cfg
-    batches = micro_batches_per_epoch(len(tok.sequences), cfg.micro_batch_size)
-    per_epoch = math.ceil(batches / cfg.group_size)
-    steps = total_steps(len(tok.sequences), cfg)
-    return outline_of(str(loaded.doc.path), steps, per_epoch, tok.tokens)
+    return outline_for(str(loaded.doc.path), run.loop_cfg, len(tok.sequences), tok.tokens)

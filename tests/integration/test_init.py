@@ -77,7 +77,7 @@ def test_init_scaffolds_and_second_run_changes_nothing(
     monkeypatch.chdir(git_repo)
     code, out, err = run_cli("init", "--doc", DOC)
     assert code == 0, err
-    assert "added stages base, tokenize, train, verify" in out
+    assert "added stages base, tokenize, train, eval, verify" in out
     assert f"{DOC}/{DOC}.dlm: created" in out
 
     stages = yaml.safe_load((git_repo / "dvc.yaml").read_text("utf-8"))["stages"]
@@ -175,6 +175,7 @@ def test_init_merges_into_existing_dvc_files(
         f"base@{DOC}",
         f"tokenize@{DOC}",
         f"train@{DOC}",
+        f"eval@{DOC}",
         f"verify@{DOC}",
     ]
 

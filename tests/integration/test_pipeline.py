@@ -142,10 +142,12 @@ def repo(pipeline_repo: PipelineRepo) -> Iterator[Path]:
 
 def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo: Path) -> None:
     assert ".dvc/: dvc init" in pipeline_repo.init.out
-    assert "added stages base, tokenize, train, verify" in pipeline_repo.init.out
+    assert "added stages base, tokenize, train, eval, verify" in pipeline_repo.init.out
     out = pipeline_repo.repro.out
-    for stage in ("inputs", f"base@{DOC}", f"tokenize@{DOC}", f"train@{DOC}", f"verify@{DOC}"):
+    stages = ("inputs", f"base@{DOC}", f"tokenize@{DOC}", f"train@{DOC}", f"eval@{DOC}")
+    for stage in (*stages, f"verify@{DOC}"):
         assert f"Running stage '{stage}'" in out, out
+    assert out.index(f"Running stage 'eval@{DOC}'") > out.index(RAN_TRAIN)
 
     d = repo / DOC
     for name in ("dlm.lock", "manifest.json", "metrics.json", "train_loss.tsv", "verify.json"):
@@ -190,6 +192,8 @@ def test_init_then_repro_produces_every_output(pipeline_repo: PipelineRepo, repo
         f"{DOC}/metrics.json",
         f"{DOC}/train_loss.tsv",
         f"{DOC}/verify.json",
+        f"{DOC}/eval.json",
+        f"{DOC}/eval_metrics.json",
         f"{DOC}/base.json",
         f"{DOC}/dlm.inputs.json",
     ):
@@ -287,6 +291,14 @@ def test_metrics_and_plots(repo: Path) -> None:
     assert data[f"{DOC}/verify.json"]["data"]["verdict"] == "VERIFIED"
     table = ok(dvc(repo, "metrics", "show")).out
     assert f"{DOC}/metrics.json" in table and "VERIFIED" in table
+    # eval@<doc>'s numbers (docs/eval.md): the probes' exact-match rate of eval.json
+    scores = data[f"{DOC}/eval_metrics.json"]["data"]
+    assert scores == read_json(repo / DOC / "eval_metrics.json")
+    record = read_json(repo / DOC / "eval.json")
+    matched = sum(p["exact_match"] for p in record["probes"])
+    assert scores["probes"] == {"count": 1, "exact_match": matched / 1}  # the starter's pair
+    assert "probes.exact_match" in table
+    assert f"{DOC}/eval.json" not in data  # the record itself is not a metrics file
 
     ok(dvc(repo, "plots", "show"))
     html = (repo / "dvc_plots" / "index.html").read_text("utf-8")
@@ -336,10 +348,17 @@ def test_tampered_adapter_cannot_pass_verify(repo: Path) -> None:
 
     # 3. A wrong restore that DVC itself accepts (`dvc commit` records the tampered bytes
     # as train@'s output, as a bad cache or run-cache entry would): train@ is up to date
-    # for DVC, so verify@ re-runs (its adapter dep changed) and fails the pipeline.
+    # for DVC, so eval@ and verify@ re-run (their adapter dep changed) and each fails the
+    # pipeline: eval@ refuses to score an adapter its manifest does not record (its
+    # record left as it was), and verify@ fails it.
     flip_last_byte(weights)
     ok(dvc(repo, "commit", "--force", f"train@{DOC}"))
     result = dvc(repo, "repro")
+    assert result.code != 0, result.out
+    assert SKIPPED_TRAIN in result.out and f"failed to reproduce 'eval@{DOC}'" in result.out
+    assert "is not the adapter manifest.json records" in result.out, result.out
+    assert git(repo, "status", "--porcelain", f"{DOC}/eval.json") == ""
+    result = dvc(repo, "repro", f"verify@{DOC}")
     assert result.code != 0, result.out
     assert SKIPPED_TRAIN in result.out and RAN_VERIFY in result.out, result.out
     assert "FAIL" in check_line(result.out, "adapter.sha256")

@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"docat"},
     {"contract"},
     {"train"},
+    {"eval"},
     {"verify"},
     {"history"},
     {"hooks", "fsck"},

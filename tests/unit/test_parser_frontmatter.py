@@ -183,6 +183,12 @@ What is a DLM?
 
 ### A
 A document that trains a model.
+
+### Q !probe
+What does a DLM train?
+
+### A
+A LoRA adapter.
 """
 
 
@@ -210,7 +216,12 @@ def test_original_dlm_document_parses(tmp_path: Path, base: str) -> None:
     assert fm.training.sources[0].path == "../shared/notes"
     assert fm.training.sources[0].include == ("**/*.md",)
     assert fm.training.lora_r == 16 and fm.training.num_epochs == 3
-    assert [(s.type_name, s.line) for s in doc.sections] == [("prose", 26), ("instruction", 29)]
+    assert [(s.type_name, s.line, s.probe) for s in doc.sections] == [
+        ("prose", 26, False),
+        ("instruction", 29, False),
+        ("instruction", 35, True),  # the original's probe marker
+    ]
+    assert doc.sections[2].question == "What does a DLM train?"
 
 
 def test_unknown_export_key_is_an_error(tmp_path: Path) -> None:

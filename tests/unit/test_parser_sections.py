@@ -117,6 +117,60 @@ def test_section_with_no_pairs_at_end_of_file(tmp_path: Path) -> None:
     error(tmp_path, HEAD + "::instruction::\n", BodyError, 4, 1)
 
 
+# --- body: probe pairs (`### Q !probe`, the original tool's marker) --------------------------
+
+
+def test_probe_pair_is_a_pair_marked_probe(tmp_path: Path) -> None:
+    body = (
+        "::instruction::\n"  # 4
+        "### Q !probe  \n"  # 5: trailing whitespace allowed, as on every header
+        "What does the lock record?\n"
+        "### A\n"
+        "What produced the adapter.\n"
+        "\n"
+        "### Q\n"  # 10
+        "What does the lock record?\n"
+        "### A\n"
+        "What produced the adapter.\n"
+    )
+    probe, plain = parse(tmp_path, HEAD + body).sections
+    assert (probe.probe, plain.probe) == (True, False)
+    assert (probe.line, plain.line) == (5, 10)
+    # the question trained on has no marker; the pair's id commits to it
+    assert probe.question == plain.question == "What does the lock record?"
+    assert probe.answer == plain.answer
+    assert (
+        probe.content
+        == "### Q !probe\nWhat does the lock record?\n### A\nWhat produced the adapter."
+    )
+    assert probe.section_id == section_id("instruction", probe.content)
+    assert plain.section_id == section_id("instruction", plain.content) != probe.section_id
+
+
+def test_probe_header_in_a_code_block_or_prose_is_text(tmp_path: Path) -> None:
+    body = "### Q !probe\n\n::instruction::\n### Q\n```\n### Q !probz\n```\n### A\na\n"
+    prose, pair = parse(tmp_path, HEAD + body).sections
+    assert prose.content == "### Q !probe"
+    assert pair.question == "```\n### Q !probz\n```" and not pair.probe
+
+
+@pytest.mark.parametrize(
+    ("header", "col"),
+    [
+        ("### Q !probz", 7),
+        ("### Q !PROBE", 7),
+        ("### Q  !probe", 8),
+        ("### Q!probe", 6),
+        ("### Q\t!probe", 7),
+        ("### Q !probe now", 7),
+    ],
+)
+def test_any_other_marker_is_an_error_at_the_marker(tmp_path: Path, header: str, col: int) -> None:
+    body = f"::instruction::\n### Q\nq\n### A\na\n{header}\nq\n### A\na\n"  # header on line 9
+    text = error(tmp_path, HEAD + body, BodyError, 9, col)
+    assert "unknown question marker" in text and "### Q !probe" in text, text
+
+
 # --- body: preference triples ----------------------------------------------------------------
 
 PREF = "### Prompt\nWhich?\n\n### Chosen\nThis.\n### Rejected\nThat.\n"

@@ -1,0 +1,442 @@
+"""The lm-evaluation-harness tasks a document names, read as hostile bytes and judged
+before lm-eval sees them: the trust boundary of `dlm-git eval` (docs/eval.md, "Tasks").
+
+Invariants:
+- A task is a YAML file committed in the repository, named in the document's
+  `eval.tasks` (or params.yaml's `docs.<doc>.eval.tasks`) by a path relative to the
+  document's directory. Every path (the task file, an `include:`, a data file) is
+  resolved to a repository path, must be one `paths.problem` accepts, lie inside the
+  repository through no symlink, and be a regular file.
+- Task YAML is parsed by `safeparse` only (a safe loader, bounded, no duplicate keys),
+  never by lm-eval's loader. A YAML tag (lm-eval's `!function`, which imports Python
+  from beside the file) is refused with its line before anything is built.
+- Only the keys in `_RULES` are run, each checked to be plain data of the expected shape:
+  the dataset is `json` over local `data_files`; metrics are lm-eval's built-in `acc`,
+  `acc_norm` and `exact_match` with `mean` aggregation; generation is greedy. Anything
+  that would run code (`process_results`, `process_docs`, `custom_dataset`, `class`,
+  filters, a metric lm-eval would fetch) or read remote data is refused in one
+  `EvalError` line naming the file and line, with a hint.
+- Templates (`doc_to_*`) are data here; they are rendered in a sandboxed Jinja
+  environment by `eval.harness`, never in lm-eval's unsandboxed one.
+- A `TaskDef` carries the sha256 of the task file, of each included file and of each
+  data file, by repository path: what the record states and verify compares.
+- Imports nothing heavy (verify's hash level reads task files through it).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from dlm_git.eval.record import EvalError
+from dlm_git.hashing import sha256_bytes
+from dlm_git.paths import problem
+from dlm_git.safeparse import compose_yaml, load_yaml
+
+if TYPE_CHECKING:
+    from dlm_git.doc.load import LoadedDocument
+
+MAX_INCLUDE_DEPTH = 8
+MAX_TASK_BYTES = 1 << 20
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+OUTPUT_TYPES = frozenset({"multiple_choice", "generate_until", "loglikelihood"})
+METRICS = frozenset({"acc", "acc_norm", "exact_match"})
+EXACT_MATCH_OPTIONS = frozenset({"ignore_case", "ignore_punctuation", "ignore_numbers"})
+_CODE_HINT = "dlm-git runs declarative tasks only; see docs/eval.md, 'Tasks'"
+_CODE_KEYS = {
+    "process_results": "a Python hook",
+    "process_docs": "a Python hook",
+    "custom_dataset": "a Python dataset loader",
+    "class": "a Python task class",
+    "filter_list": "filters (a custom filter is Python)",
+    "doc_to_image": "a multimodal hook",
+    "doc_to_audio": "a multimodal hook",
+}
+
+
+Reader = Callable[[str], "bytes | None"]
+"""The bytes of a repository path that names a regular file (None: no such file): the
+work tree's (`worktree`), or a commit's for a verifier reading git objects."""
+
+
+def worktree(repo_root: Path) -> Reader:
+    """Files of the work tree at `repo_root`, reached through no symlink."""
+
+    def read(rel: str) -> bytes | None:
+        path = repo_root / rel
+        if _through_link(repo_root, rel) or not path.is_file():
+            return None
+        return path.read_bytes()
+
+    return read
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """One checked task: its name, its files' sha256 by repository path, and its config
+    (data files as repository paths: `map_files` turns them into local paths)."""
+
+    name: str
+    path: str
+    sha256: str
+    includes: dict[str, str]
+    data: dict[str, str]
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A task YAML file being read: its repository path and text."""
+
+    rel: str
+    text: str
+
+    def where(self, line: int | None) -> str:
+        return f"{self.rel}:{line}" if line else self.rel
+
+
+def doc_tasks(loaded: LoadedDocument) -> list[TaskDef]:
+    """The tasks a document names, checked: params.yaml's `docs.<doc>.eval.tasks` where
+    it sets them, else the document's `eval.tasks`."""
+    from dlm_git.train.doc_params import EVAL_KEY, doc_key, read_doc_params
+
+    key = doc_key(loaded)
+    entries = read_doc_params(loaded.repo_root, key).eval_tasks
+    where = f"params.yaml: docs.{key}.{EVAL_KEY}.tasks"
+    if entries is None:
+        entries = loaded.doc.frontmatter.eval.tasks
+        where = f"{_rel(loaded.repo_root, loaded.doc.path)}: eval.tasks"
+    return load_tasks(worktree(loaded.repo_root), key, entries, where)
+
+
+def _rel(root: Path, path: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def load_tasks(
+    read: Reader, doc_rel: str, entries: tuple[str, ...], where: str = "eval.tasks"
+) -> list[TaskDef]:
+    """The tasks `entries` (paths relative to the document's directory `doc_rel`, named
+    at `where`), each checked; two tasks of one name are refused."""
+    tasks = [load_task(read, doc_rel, entry, where) for entry in entries]
+    seen: dict[str, str] = {}
+    for task in tasks:
+        if task.name in seen:
+            raise EvalError(
+                task.path,
+                f"task name {task.name!r} is also {seen[task.name]}'s",
+                "give each task its own `task:` name",
+            )
+        seen[task.name] = task.path
+    return tasks
+
+
+def load_task(read: Reader, doc_rel: str, entry: str, where: str = "eval.tasks") -> TaskDef:
+    """One task file, checked (see the module invariants)."""
+    rel, raw = repo_file(read, doc_rel, entry, where)
+    includes: dict[str, str] = {}
+    config, sha = _read_config(read, rel, raw, includes, ())
+    source = _Source(rel, "")
+    name = config.get("task")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise EvalError(
+            rel,
+            f"`task:` {name!r:.60} is not a task name",
+            "name it with letters, digits, _ and - (a DVC metrics key)",
+        )
+    _check_dataset(config, source)
+    data = _data_files(read, rel, config)
+    del includes[rel]
+    return TaskDef(name, rel, sha, includes, data, config)
+
+
+def repo_file(read: Reader, base_rel: str, entry: object, what: str) -> tuple[str, bytes]:
+    """`entry` (relative to the repository directory `base_rel`) as a repository path
+    of a regular file inside the repository, and its bytes."""
+    if not isinstance(entry, str) or not entry or "://" in entry or entry.startswith("/"):
+        raise EvalError(
+            f"{what} {entry!r:.80}",
+            "is not a path relative to its directory (remote and absolute paths are refused)",
+            "commit the file in the repository and name it by a relative path",
+        )
+    rel = posixpath.normpath(posixpath.join(base_rel, entry))
+    bad = problem(rel) if not rel.startswith("../") and rel != ".." else "is outside it"
+    if bad is not None:
+        why = bad if isinstance(bad, str) else bad.value
+        raise EvalError(
+            f"{what} {entry!r:.80}",
+            f"{why} (as a repository path)",
+            "keep task files and their data inside the repository",
+        )
+    raw = read(rel)
+    if raw is None:
+        raise EvalError(
+            f"{what} {entry!r:.80}",
+            f"no such file in the repository ({rel})",
+            "commit the file, or fix the path (relative to the document's directory)",
+        )
+    return rel, raw
+
+
+def _through_link(root: Path, rel: str) -> bool:
+    probe = root
+    for part in rel.split("/"):
+        probe = probe / part
+        if probe.is_symlink():
+            return True
+    return False
+
+
+def _read_config(
+    read: Reader, rel: str, raw: bytes, includes: dict[str, str], chain: tuple[str, ...]
+) -> tuple[dict[str, Any], str]:
+    """The merged config of `rel` (its `include:` first, then its own keys), and the
+    sha256 of its bytes; every file read is recorded in `includes`."""
+    if rel in chain or len(chain) > MAX_INCLUDE_DEPTH:
+        raise EvalError(rel, "is included in a cycle or too deeply", "simplify the includes")
+    if len(raw) > MAX_TASK_BYTES:
+        raise EvalError(rel, f"is larger than {MAX_TASK_BYTES} bytes", "a task file is small")
+    sha = sha256_bytes(raw)
+    includes[rel] = sha
+    source = _Source(rel, _decode(raw, rel))
+    data = _parse(source)
+    _judge(data, source)
+    base: dict[str, Any] = {}
+    if "include" in data:
+        inc, inc_raw = repo_file(read, posixpath.dirname(rel), data["include"], f"{rel}: include")
+        base, _ = _read_config(read, inc, inc_raw, includes, (*chain, rel))
+    merged = {**base, **{k: v for k, v in data.items() if k != "include"}}
+    return merged, sha
+
+
+def _decode(raw: bytes, rel: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvalError(rel, "is not UTF-8 text", "save the task file as UTF-8") from None
+
+
+def _parse(source: _Source) -> dict[str, Any]:
+    """The YAML mapping of `source`: tags refused with their line, then safely loaded."""
+    try:
+        node = compose_yaml(source.text)
+        tagged = _first_tag(node)
+        if tagged is not None:
+            raise EvalError(
+                source.where(tagged.start_mark.line + 1),
+                f"the YAML tag {tagged.tag!r:.40} runs code (lm-eval imports Python for it)",
+                _CODE_HINT,
+            )
+        data = load_yaml(source.text, unique_keys=True)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        what = str(getattr(exc, "problem", None) or exc).strip().splitlines()[0]
+        raise EvalError(source.where(line), f"does not parse: {what}", "fix the YAML") from None
+    if not isinstance(data, dict):
+        raise EvalError(source.rel, "is not a mapping of task settings", "see docs/eval.md")
+    return data
+
+
+def _first_tag(node: yaml.Node | None) -> yaml.Node | None:
+    """The first node (document order) carrying an explicit, non-standard tag; an aliased
+    node is visited once."""
+    stack = [node] if node is not None else []
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if not current.tag.startswith("tag:yaml.org,2002:"):
+            return current
+        if isinstance(current, yaml.MappingNode):
+            stack.extend(reversed([n for pair in current.value for n in pair]))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(reversed(current.value))
+    return None
+
+
+def _line_of(source: _Source, key: str) -> int | None:
+    node = compose_yaml(source.text) if source.text else None
+    if isinstance(node, yaml.MappingNode):
+        for k, _ in node.value:
+            if k.value == key:
+                return int(k.start_mark.line) + 1
+    return None
+
+
+def _refuse(source: _Source, key: str, what: str, hint: str) -> EvalError:
+    return EvalError(source.where(_line_of(source, key)), f"`{key}` {what}", hint)
+
+
+def _judge(data: dict[str, Any], source: _Source) -> None:
+    """Every key of one file (before merging) is one dlm-git runs, with a value of the
+    shape it runs (`_RULES`); code-running keys are refused by name."""
+    for key, value in data.items():
+        if key in _CODE_KEYS:
+            raise _refuse(source, key, f"is {_CODE_KEYS[key]}: it runs code", _CODE_HINT)
+        rule = _RULES.get(key)
+        if rule is None:
+            raise _refuse(source, str(key), "is not a task setting dlm-git runs", _CODE_HINT)
+        wrong = rule(value)
+        if wrong is not None:
+            raise _refuse(source, key, wrong, "see docs/eval.md, 'Tasks'")
+
+
+def _check_dataset(config: dict[str, Any], source: _Source) -> None:
+    """The merged config names its data and its kind (each value checked by `_RULES`)."""
+    for key in ("dataset_path", "output_type", "doc_to_text"):
+        if key not in config:
+            raise EvalError(source.rel, f"sets no `{key}`", "see docs/eval.md, 'Tasks'")
+
+
+def _data_files(read: Reader, rel: str, config: dict[str, Any]) -> dict[str, str]:
+    """Each data file (relative to the task file's directory): its repository path to its
+    sha256; the config's `data_files` rewritten to those repository paths."""
+    files = (config.get("dataset_kwargs") or {}).get("data_files")
+    if files is None:
+        raise EvalError(rel, "names no dataset_kwargs.data_files", "name the task's JSONL file")
+    out: dict[str, str] = {}
+
+    def one(entry: str) -> str:
+        found, raw = repo_file(read, posixpath.dirname(rel), entry, f"{rel}: data_files")
+        out[found] = sha256_bytes(raw)
+        return found
+
+    config["dataset_kwargs"] = {"data_files": map_files(files, one)}
+    return dict(sorted(out.items()))
+
+
+def map_files(files: Any, one: Callable[[str], str]) -> Any:
+    """`data_files` (a file, a list, or splits to either) with each file mapped by `one`."""
+    if isinstance(files, str):
+        return one(files)
+    if isinstance(files, list):
+        return [one(f) for f in files]
+    return {split: map_files(f, one) for split, f in files.items()}
+
+
+def _text(value: Any) -> str | None:
+    return None if isinstance(value, str) else "is not text"
+
+
+def _count(low: int, high: int) -> Callable[[Any], str | None]:
+    def rule(value: Any) -> str | None:
+        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+        return None if ok else f"is not a whole number from {low} to {high}"
+
+    return rule
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _template(value: Any) -> str | None:
+    ok = isinstance(value, str | int) and not isinstance(value, bool)
+    return None if ok or _texts(value) else "is not a template, a column or a list of texts"
+
+
+def _data_files_rule(value: Any) -> str | None:
+    def files(v: Any) -> bool:
+        return isinstance(v, str) or _texts(v)
+
+    ok = files(value) or (
+        isinstance(value, dict) and all(isinstance(k, str) and files(v) for k, v in value.items())
+    )
+    return None if ok else "is not a file, a list of files or a mapping of splits to files"
+
+
+def _dataset_kwargs(value: Any) -> str | None:
+    if not isinstance(value, dict) or set(value) != {"data_files"}:
+        return "holds something other than `data_files` (local data only)"
+    return _data_files_rule(value["data_files"])
+
+
+def _generation(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return "is not a mapping"
+    for key, v in value.items():
+        if key == "until" and (isinstance(v, str) or _texts(v)):
+            continue
+        if key == "max_gen_toks" and _count(1, 4096)(v) is None:
+            continue
+        if key == "do_sample" and v is False:
+            continue
+        if key == "temperature" and v in (0, 0.0) and not isinstance(v, bool):
+            continue
+        return f"has {key}: {v!r:.40} (generation is greedy: until, max_gen_toks only)"
+    return None
+
+
+def _metrics(value: Any) -> str | None:
+    if not isinstance(value, list) or not value:
+        return "is not a list of metrics"
+    for item in value:
+        if not isinstance(item, dict) or item.get("metric") not in METRICS:
+            return f"names a metric other than lm-eval's built-in {', '.join(sorted(METRICS))}"
+        for key, v in item.items():
+            if key == "metric" or (key == "aggregation" and v == "mean"):
+                continue
+            if key == "higher_is_better" and isinstance(v, bool):
+                continue
+            if key in EXACT_MATCH_OPTIONS and isinstance(v, bool):
+                continue
+            return f"has {key}: {v!r:.40} (only aggregation: mean and exact_match's options)"
+    return None
+
+
+def _plain(value: Any) -> str | None:
+    ok = isinstance(value, dict) and all(
+        isinstance(v, str | int | float) and not isinstance(v, bool) for v in value.values()
+    )
+    return None if ok else "is not a mapping of plain values"
+
+
+def _any_text(value: Any) -> str | None:
+    return _text(value)
+
+
+def _local(value: Any) -> str | None:
+    if value == "json":
+        return None
+    return f"is {value!r:.60}: only `json` over committed data_files is read (no download)"
+
+
+def _output_type(value: Any) -> str | None:
+    if value in OUTPUT_TYPES:
+        return None
+    return f"is {value!r:.40}, not one of {', '.join(sorted(OUTPUT_TYPES))}"
+
+
+_RULES: dict[str, Callable[[Any], str | None]] = {
+    "task": _any_text,
+    "include": _any_text,
+    "dataset_path": _local,
+    "dataset_kwargs": _dataset_kwargs,
+    "training_split": _any_text,
+    "validation_split": _any_text,
+    "test_split": _any_text,
+    "fewshot_split": _any_text,
+    "output_type": _output_type,
+    "doc_to_text": _template,
+    "doc_to_target": _template,
+    "doc_to_choice": _template,
+    "description": _any_text,
+    "target_delimiter": _any_text,
+    "fewshot_delimiter": _any_text,
+    "num_fewshot": _count(0, 64),
+    "generation_kwargs": _generation,
+    "metric_list": _metrics,
+    "metadata": _plain,
+}
