@@ -1,8 +1,8 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
 # Each creates .venv if missing and installs the pinned dependency set
 # (requirements/constraints.txt; torch 2.13.0 CPU): the core package plus its `train`
-# extra (torch, transformers, peft, dvc, ...), `sign` (model-signing) and `dev` (pytest,
-# ruff, mypy, pre-commit).
+# extra (torch, transformers, peft, dvc, ...), `sign` (model-signing), `eval`
+# (lm-evaluation-harness) and `dev` (pytest, ruff, mypy, pre-commit).
 
 PYTHON ?= python3
 VENV := .venv
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS) Makefile
 	# editable_mode=compat: a plain .pth path entry instead of an import-hook finder, which
 	# costs every python start (the git hooks) ~20-30 ms
 	$(PIP) install --quiet --disable-pip-version-check -c $(CONSTRAINTS) \
-		--config-settings editable_mode=compat -e '.[train,dev,sign]'
+		--config-settings editable_mode=compat -e '.[train,dev,sign,eval]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         head = gitio.resolve_commit("HEAD", repo) or ""
 
         def ours_inprocess() -> None:
-            assert len(lineage(repo, head, "demo", None)) == args.commits
+            assert lineage(repo, head, "demo", None).total == args.commits
 
         base = median_of(baseline, args.reps)
         cli = median_of(ours_cli, args.reps)

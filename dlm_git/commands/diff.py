@@ -1,5 +1,6 @@
-"""`dlm-git diff [A] [B] [--doc PATH] [--fetch] [--json]`: what changed between two
-adapters and everything that made them (A defaults to HEAD, B to the work tree)."""
+"""`dlm-git diff [A] [B] [--doc PATH] [--fetch] [--json] [--forgetting [--tiny-dir DIR]]`:
+what changed between two adapters, everything that made them and their scores (A defaults
+to HEAD, B to the work tree)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import typer
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
+    from dlm_git.docat import TreeAt
     from dlm_git.history.diff import DocDiff, TrainingDiff
+    from dlm_git.history.scores import Move, ScoresDiff
     from dlm_git.history.tensors import GroupDelta
+    from dlm_git.verify.fetch import FetchFrom
 
 TOP_TENSORS = 8
 TOP_GROUPS = 6
@@ -33,8 +37,17 @@ def diff(
         " global or system), not the default the checked-out .dvc/config may set.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    forgetting: bool = typer.Option(
+        False,
+        "--forgetting",
+        help="Also score B's adapter on A's held-out rows beside A's (loads the models).",
+    ),
+    tiny_dir: Path = typer.Option(
+        None, "--tiny-dir", help="With --forgetting: the built builtin:tiny base directory."
+    ),
 ) -> None:
-    """Show what changed for each document: inputs, lock, adapter tensors, training."""
+    """Show what changed for each document: inputs, lock, adapter tensors, training,
+    scores (eval.json)."""
     from dlm_git.docat import doc_rel
     from dlm_git.errors import UsageError
     from dlm_git.gitio import toplevel
@@ -42,6 +55,8 @@ def diff(
     from dlm_git.history.sides import describe, resolve_side
     from dlm_git.verify.fetch import fetch_from
 
+    if tiny_dir is not None and not forgetting:
+        raise UsageError("diff", "--tiny-dir is for --forgetting", "add --forgetting")
     root = toplevel(Path.cwd())
     source = fetch_from(root, fetch, remote, "diff")
     with resolve_side(root, a or "HEAD") as side_a, resolve_side(root, b) as side_b:
@@ -49,6 +64,8 @@ def diff(
         if only is not None and only not in {*side_a.documents(), *side_b.documents()}:
             raise UsageError("diff", f"{doc}: no document on either side", "check --doc")
         diffs = diff_sides(side_a, side_b, only, source)
+        if forgetting:
+            _forgetting(side_a, side_b, diffs, source, tiny_dir)
         heading = f"diff {describe(side_a)} -> {describe(side_b)}"
         if as_json:
             emit_json(to_json(side_a, side_b, diffs))
@@ -57,6 +74,21 @@ def diff(
     for d in diffs:
         for line in render(d):
             echo(line)  # names, first lines and values are the commits' text
+
+
+def _forgetting(
+    a: TreeAt, b: TreeAt, diffs: list[DocDiff], source: FetchFrom | None, tiny: Path | None
+) -> None:
+    import tempfile
+
+    from dlm_git.history.forgetting import Forgetting, forgetting
+
+    for d in diffs:
+        if d.status in ("added", "removed"):
+            d.forgetting = Forgetting(skipped="the document is not on both sides")
+            continue
+        with tempfile.TemporaryDirectory(prefix="dlm-git-forgetting-") as tmp:
+            d.forgetting = forgetting(a, b, d.doc, Path(tmp), source, tiny)
 
 
 def render(d: DocDiff) -> list[str]:
@@ -72,6 +104,8 @@ def render(d: DocDiff) -> list[str]:
     lines += [f"  lock     ({why})" for why in d.lock.unavailable if d.status == "changed"]
     lines += _adapter(d)
     lines += _training(d)
+    lines += scores_lines(d.scores)
+    lines += _forgetting_lines(d)
     return lines
 
 
@@ -154,6 +188,69 @@ def _training(d: DocDiff) -> list[str]:
             f" max |d| {t.max_abs_delta:.4g} over {t.common_steps} common steps"
         )
     return out
+
+
+_STATE = {"evaluated": "evaluated", "not_evaluated": "not evaluated", "malformed": "malformed"}
+_PROBE = {"added": "+", "removed": "-"}
+
+
+def scores_lines(s: ScoresDiff) -> list[str]:
+    """Each side's `eval.json` against the other's: val by mode, probes, task metrics."""
+    if s.states == ("not_evaluated", "not_evaluated"):
+        return []
+    out = []
+    if s.states != ("evaluated", "evaluated"):
+        out.append(f"  scores   A {_STATE[s.states[0]]}, B {_STATE[s.states[1]]}")
+    out += [f"  scores   ({why})" for why in [*s.problems, *s.stale]]
+    out += [
+        f"  val      {v.key} loss {_move(v.loss)}, perplexity {_move(v.perplexity)}" for v in s.val
+    ]
+    for p in s.probes:
+        match = f"exact match {_yes(p.exact_match[0])} -> {_yes(p.exact_match[1])}"
+        if p.status == "compared":
+            mark = "~" if p.generated_changed else "="
+            answer = "answer changed" if p.generated_changed else "same answer"
+            match += f", {answer}"
+        else:
+            mark = _PROBE[p.status]
+        out.append(f"  probe    {mark} {p.section_id}  {match}  {_question(p.question)}")
+    out += [f"  task     {t.task} {t.metric}: {_move(t.value)}" for t in s.tasks]
+    return out
+
+
+def _forgetting_lines(d: DocDiff) -> list[str]:
+    """A's adapter against B's on A's held-out rows (`--forgetting` only)."""
+    from dlm_git.history.scores import Move
+
+    f = d.forgetting
+    if f is None:
+        return []
+    if f.skipped is not None:
+        return [f"  forgetting  (not scored: {f.skipped})"]
+    shown = f.to_json()
+    out = [
+        f"  forgetting  A's held-out rows (val_fraction {shown['val_fraction']},"
+        f" {shown['rows']} rows, {shown['tokens']} tokens): loss of A's adapter -> B's"
+    ]
+    for v in shown["val"]:
+        loss = v["loss"]
+        out.append(f"    {v['key']:<11} {_move(Move(loss['from'], loss['to']))}")
+    return out
+
+
+def _move(m: Move) -> str:
+    change = m.change
+    delta = "" if change is None else f" ({change:+.6f})"
+    return f"{_float(m.old)} -> {_float(m.new)}{delta}"
+
+
+def _yes(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def _question(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 60 else line[:57] + "..."
 
 
 def _loss(t: TrainingDiff) -> str:

@@ -12,6 +12,7 @@ from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
     from dlm_git.history.log import Lineage, LogEntry
+    from dlm_git.history.scores import Headline
 
 
 def log(
@@ -22,7 +23,7 @@ def log(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show the lineage of each document's adapter: commits, adapters, lock acceptances,
-    signatures and verdicts (from git objects only)."""
+    signatures, verdicts and scores (from git objects only)."""
     from dlm_git import gitio
     from dlm_git.docat import doc_rel
     from dlm_git.errors import UsageError
@@ -77,6 +78,8 @@ def render(e: LogEntry) -> list[str]:
     if e.signature is not None:
         lines.append(f"      signature {e.signature.state}: {e.signature.detail}")
     lines.append(f"      verify    {_verdicts(e)}")
+    if e.scores.state == "evaluated":
+        lines.append(f"      scores    {_scores(e.scores, e.previous_scores, e.stale_scores)}")
     lines += [f"      problem   {p}" for p in e.problems]
     return lines
 
@@ -91,6 +94,35 @@ def _verdicts(e: LogEntry) -> str:
         when = _utc(int(local["at"]), "%Y-%m-%d %H:%M")
         text += f"; here {local['verdict']} ({local['level']}, {when} UTC)"
     return text
+
+
+def _scores(now: Headline, before: Headline, stale: str | None) -> str:
+    """`val loss 2.310000 (-0.120000), probes 1/3 exact (+1)`: the change against the
+    first parent's record where both have the number."""
+    if now.val_loss is None:
+        text = "no held-out rows"
+    else:
+        text = f"val loss {now.val_loss:.6f}"
+        if before.val_loss is not None:
+            text += f" ({now.val_loss - before.val_loss:+.6f})"
+    text += f", probes {now.matched}/{now.probes} exact"
+    if before.matched is not None and now.matched is not None:
+        text += f" ({now.matched - before.matched:+d})"
+    return text if stale is None else f"{text} ({stale})"
+
+
+def _scores_json(h: Headline) -> dict[str, Any]:
+    return {
+        "state": h.state,
+        "val_loss": h.val_loss,
+        "exact_match": h.matched,
+        "probes": h.probes,
+        "adapter_sha256": h.adapter_sha256,
+    }
+
+
+def _change(now: float | None, before: float | None) -> float | None:
+    return None if now is None or before is None else now - before
 
 
 def _utc(seconds: int, fmt: str) -> str:
@@ -137,5 +169,14 @@ def _entry(e: LogEntry) -> dict[str, Any]:
         "signature": None if s is None else {"state": s.state, "detail": s.detail},
         "recorded_verdict": e.recorded_verdict,
         "local_verdict": e.local_verdict,
+        "scores": {
+            **_scores_json(e.scores),
+            "previous": _scores_json(e.previous_scores),
+            "stale": e.stale_scores,
+            "change": {
+                "val_loss": _change(e.scores.val_loss, e.previous_scores.val_loss),
+                "exact_match": _change(e.scores.matched, e.previous_scores.matched),
+            },
+        },
         "problems": e.problems,
     }

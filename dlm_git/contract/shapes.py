@@ -18,10 +18,11 @@ from typing import Any
 from dlm_git.errors import DlmGitError
 from dlm_git.safeparse import load_json
 
-STR, INT, OPT_STR = "str", "int", "str?"
+STR, INT, OPT_STR, NUM, BOOL = "str", "int", "str?", "num", "bool"
 Shape = Mapping[str, object]
-"""key -> kind: `STR`, `INT`, `OPT_STR`, a nested `Shape`, `("list", kind)`,
-`("map", kind)` or `("any", None)`; a key written `key?` may be absent."""
+"""key -> kind: `STR`, `INT`, `OPT_STR`, `NUM` (an int or float, not a bool), `BOOL`, a
+nested `Shape`, `("list", kind)`, `("map", kind)` or `("any", None)`; a key written
+`key?` may be absent."""
 
 SOURCE: Shape = {"relpath": STR, "sha256": STR, "size": INT}
 TENSOR: Shape = {"name": STR, "dtype": STR, "shape": ("list", INT), "digest": STR}
@@ -64,6 +65,11 @@ def manifest_problem(obj: object) -> str | None:
     return _problem(obj, MANIFEST, "")
 
 
+def shape_problem(obj: object, shape: Shape) -> str | None:
+    """Why `obj` does not have `shape` (the first field that is wrong, by its path), or None."""
+    return _problem(obj, shape, "")
+
+
 def parse_manifest(data: bytes, subject: str) -> dict[str, Any]:
     """A manifest's bytes as a checked dict; `DlmGitError` naming `subject` otherwise."""
     try:
@@ -88,6 +94,11 @@ def _problem(value: object, kind: object, where: str) -> str | None:
     if kind == INT:
         ok = isinstance(value, int) and not isinstance(value, bool)
         return None if ok else _wrong(where, value, "an integer")
+    if kind == NUM:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else _wrong(where, value, "a number")
+    if kind == BOOL:
+        return None if isinstance(value, bool) else _wrong(where, value, "true or false")
     assert isinstance(kind, tuple)
     tag, inner = kind
     if tag == "any":

@@ -221,6 +221,18 @@ TABLE: tuple[Rule, ...] = (
         "restore dvc.lock or run `dvc repro`",
     ),
     Rule(
+        "eval.binding",
+        Runs.BOTH,
+        ERROR,
+        WARN,
+        "a document's `eval.json` (when there is one) parses, is of an eval_version this"
+        " dlm-git knows, names this revision's adapter sha256, `manifest.json` bytes' sha256,"
+        " the lock's numerics, and each task file's and data file's sha256; its floats are"
+        " their bits, its exact matches its texts', and `eval_metrics.json` its numbers",
+        "re-run `dlm-git eval DOC` (or `dvc repro eval@DOC`) and stage eval.json and"
+        " eval_metrics.json",
+    ),
+    Rule(
         "signature.present",
         Runs.BOTH,
         ERROR,
@@ -277,6 +289,14 @@ TABLE: tuple[Rule, ...] = (
         "the lock's numerics setup is well formed and this machine can run it",
     ),
     Rule("replay", Runs.LEVEL, ERROR, ERROR, "the re-trained adapter = the recorded one"),
+    Rule(
+        "eval.replay",
+        Runs.LEVEL,
+        ERROR,
+        ERROR,
+        "after a bitwise replay, the evaluation re-run under the lock's profile = `eval.json`,"
+        " byte for byte",
+    ),
     Rule(
         "segments.chain",
         Runs.LEVEL,

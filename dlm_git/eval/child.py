@@ -17,7 +17,7 @@ from dlm_git.eval.run import EvalRequest, EvalResult
 def answer(request: EvalRequest) -> EvalResult:
     from dlm_git.eval.run import eval_in_process
 
-    return eval_in_process(request.target, request.tiny_dir)
+    return eval_in_process(request.target, request.tiny_dir, replay=request.replay)
 
 
 def main(argv: list[str]) -> int:

@@ -26,6 +26,7 @@ import io
 import logging
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,7 +66,11 @@ def _run_all(
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path), trust_remote_code=False)
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=BATCH_SIZE)
     out: dict[str, dict[str, Any]] = {}
-    with _sandboxed_templates(), tempfile.TemporaryDirectory(prefix="dlm-git-eval-") as cache:
+    with (
+        _sandboxed_templates(),
+        _no_probes(),
+        tempfile.TemporaryDirectory(prefix="dlm-git-eval-") as cache,
+    ):
         for task in tasks:
             with _silenced(), _one_line(task):
                 out[task.name] = _run_one(lm, task, seed, cache, repo_root)
@@ -101,7 +106,8 @@ _FIX = "check the task's templates and splits against its JSONL rows"
 
 
 def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
+    """The first line of what `exc` says (an object's address left out: it varies)."""
+    text = re.sub(r" (?:object )?at 0x[0-9a-f]+", "", str(exc).strip())
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
@@ -159,6 +165,22 @@ def _quiet() -> None:
     import datasets
 
     datasets.disable_progress_bars()
+
+
+@contextlib.contextmanager
+def _no_probes() -> Iterator[None]:
+    """lm-eval's after-run probes of the machine left out: they run `git describe` in the
+    working directory (on a commit under audit) and torch's `collect_env` (`pip list` and
+    more, seconds long), for fields of its results dlm-git does not record."""
+    import lm_eval.evaluator as evaluator
+
+    saved = evaluator.get_git_commit_hash, evaluator.add_env_info
+    evaluator.get_git_commit_hash = lambda: None
+    evaluator.add_env_info = lambda storage: None
+    try:
+        yield
+    finally:
+        evaluator.get_git_commit_hash, evaluator.add_env_info = saved
 
 
 @contextlib.contextmanager

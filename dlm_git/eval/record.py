@@ -104,6 +104,12 @@ def metrics_of(record: dict[str, Any]) -> dict[str, Any]:
     probes = record.get("probes") or []
     matched = sum(1 for p in probes if p["exact_match"])
     out["probes"] = {"count": len(probes), "exact_match": matched / len(probes) if probes else 0.0}
+    tasks = record.get("tasks") or {}
+    if tasks:  # each task's scores, as lm-eval names them (`acc,none`)
+        out["tasks"] = {
+            name: {key: score["value"] for key, score in task["metrics"].items()}
+            for name, task in tasks.items()
+        }
     return out
 
 

@@ -32,7 +32,7 @@ from dlm_git.eval.record import (
     record_bytes,
     write_if_changed,
 )
-from dlm_git.hashing import canonical_json, sha256_bytes, sha256_file
+from dlm_git.hashing import canonical_json, canonical_text, sha256_bytes, sha256_file
 from dlm_git.layout import ADAPTER_WEIGHTS, EVAL_METRICS_NAME, EVAL_NAME
 
 CHILD = "dlm_git.eval.child"
@@ -55,6 +55,9 @@ class EvalRequest:
 
     target: Path
     tiny_dir: Path | None
+    replay: bool = False
+    """params.yaml read as a replay reads it (verify's `eval.replay`: the document's own
+    entry only, what an older dlm-git ignored still ignored)."""
 
 
 @dataclass(frozen=True)
@@ -65,27 +68,28 @@ class EvalResult:
     written: bool
 
 
-def run_eval(target: Path, tiny_dir: Path | None = None) -> EvalResult:
-    """Evaluate `target` under its recorded profile: here, or in a fresh interpreter."""
+def run_eval(target: Path, tiny_dir: Path | None = None, *, replay: bool = False) -> EvalResult:
+    """Evaluate `target` under its recorded profile: here, or in a fresh interpreter
+    (`replay`: params.yaml read as a replay reads it, `EvalRequest.replay`)."""
     from dlm_git.numerics.activate import apply_to, can_run_in_process
 
-    loaded = _load(target)
+    loaded = _load(target, replay)
     inputs = check_inputs(loaded)
     run_plan = _plan(inputs.flags)
     if can_run_in_process(run_plan.env):
-        return eval_in_process(target, tiny_dir)
+        return eval_in_process(target, tiny_dir, replay=replay)
     from dlm_git.childproc import call_child
 
     env = apply_to(dict(os.environ), run_plan.env)
-    request = EvalRequest(target, tiny_dir)
+    request = EvalRequest(target, tiny_dir, replay)
     return call_child(CHILD, request, EvalResult, env=env, what="the evaluation child")
 
 
-def eval_in_process(target: Path, tiny_dir: Path | None) -> EvalResult:
+def eval_in_process(target: Path, tiny_dir: Path | None, *, replay: bool = False) -> EvalResult:
     """Evaluate in this process (pinned here, or a `NumericsError`), then write."""
-    loaded = _load(target)
+    loaded = _load(target, replay)
     inputs = check_inputs(loaded)
-    record = evaluate(loaded, inputs, tiny_dir)
+    record = evaluate(loaded, inputs, tiny_dir, replay=replay)
     data = record_bytes(record)
     directory = loaded.layout.directory
     written = write_if_changed(directory / EVAL_METRICS_NAME, canonical_json(metrics_of(record)))
@@ -93,12 +97,13 @@ def eval_in_process(target: Path, tiny_dir: Path | None) -> EvalResult:
     return EvalResult(data.decode("utf-8"), written)
 
 
-def _load(target: Path) -> LoadedDocument:
+def _load(target: Path, replay: bool) -> LoadedDocument:
     from dlm_git.train.doc_params import doc_key, read_doc_params, with_params
 
     loaded = load_document(target)
     # the settings train read (seed, sequence_len): the rows it trained on
-    return with_params(loaded, read_doc_params(loaded.repo_root, doc_key(loaded)).training)
+    params = read_doc_params(loaded.repo_root, doc_key(loaded), replay=replay)
+    return with_params(loaded, params.training)
 
 
 def check_inputs(loaded: LoadedDocument) -> Inputs:
@@ -126,7 +131,8 @@ def check_inputs(loaded: LoadedDocument) -> Inputs:
     bad = _bad_flags(flags)
     if bad is not None or not isinstance(flags, dict):
         raise EvalError(f"{layout.lock}: determinism_flags", str(bad), _TRAIN_HINT)
-    return Inputs(actual, sha256_bytes(manifest_bytes), dict(flags))
+    # of the canonical text, as the records are bound: a CRLF checkout records the same
+    return Inputs(actual, sha256_bytes(canonical_text(manifest_bytes)), dict(flags))
 
 
 def _bad_flags(flags: object) -> str | None:
@@ -154,14 +160,24 @@ def _plan(flags: dict[str, Any]) -> Any:
     return plan(device, profile.name, None, flags)
 
 
-def evaluate(loaded: LoadedDocument, inputs: Inputs, tiny_dir: Path | None) -> dict[str, Any]:
+def recorded_plan(flags: dict[str, Any]) -> Any:
+    """`_plan`, for `diff --forgetting`: it scores under the profile a lock records too."""
+    return _plan(flags)
+
+
+def evaluate(
+    loaded: LoadedDocument, inputs: Inputs, tiny_dir: Path | None, *, replay: bool = False
+) -> dict[str, Any]:
     """The record of `loaded` (pins this process under the recorded profile first)."""
     from dlm_git.base.resolve import resolve_base
+    from dlm_git.eval.harness import run_tasks
     from dlm_git.eval.score import answer_probe, held_out_losses, load_model
+    from dlm_git.eval.taskdef import doc_tasks
     from dlm_git.numerics.prepare import prepare
     from dlm_git.train.tokenize import RowTokenizer
 
     fm = loaded.doc.frontmatter
+    tasks = doc_tasks(loaded, replay=replay)  # judged before anything loads (docs/eval.md)
     threads = int(inputs.flags["threads"])  # a count: the lock's reader checked it
     env = prepare(fm.training.seed, _plan(inputs.flags), threads)
     resolved = resolve_base(
@@ -186,5 +202,5 @@ def evaluate(loaded: LoadedDocument, inputs: Inputs, tiny_dir: Path | None) -> d
         },
         "val": held_out_losses(loaded, resolved, model, env.device),
         "probes": [answer_probe(model, tokenizer, p, env.device, template) for p in probes],
-        "tasks": {},
+        "tasks": run_tasks(tasks, model, resolved.path, fm.training.seed, loaded.repo_root),
     }

@@ -10,7 +10,7 @@ Invariants:
 - Task YAML is parsed by `safeparse` only (a safe loader, bounded, no duplicate keys),
   never by lm-eval's loader. A YAML tag (lm-eval's `!function`, which imports Python
   from beside the file) is refused with its line before anything is built.
-- Only the keys in `_RULES` are run, each checked to be plain data of the expected shape:
+- Only the keys in `taskrules.RULES` are run, each checked to be plain data of the expected shape:
   the dataset is `json` over local `data_files`; metrics are lm-eval's built-in `acc`,
   `acc_norm` and `exact_match` with `mean` aggregation; generation is greedy. Anything
   that would run code (`process_results`, `process_docs`, `custom_dataset`, `class`,
@@ -35,19 +35,18 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from dlm_git.eval.record import EvalError
-from dlm_git.hashing import sha256_bytes
+from dlm_git.eval.taskrules import RULES
+from dlm_git.hashing import canonical_text, sha256_bytes
 from dlm_git.paths import problem
-from dlm_git.safeparse import compose_yaml, load_yaml
+from dlm_git.safeparse import compose_yaml, load_json, load_yaml
 
 if TYPE_CHECKING:
     from dlm_git.doc.load import LoadedDocument
 
 MAX_INCLUDE_DEPTH = 8
 MAX_TASK_BYTES = 1 << 20
+COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
-OUTPUT_TYPES = frozenset({"multiple_choice", "generate_until", "loglikelihood"})
-METRICS = frozenset({"acc", "acc_norm", "exact_match"})
-EXACT_MATCH_OPTIONS = frozenset({"ignore_case", "ignore_punctuation", "ignore_numbers"})
 _CODE_HINT = "dlm-git runs declarative tasks only; see docs/eval.md, 'Tasks'"
 _CODE_KEYS = {
     "process_results": "a Python hook",
@@ -101,13 +100,14 @@ class _Source:
         return f"{self.rel}:{line}" if line else self.rel
 
 
-def doc_tasks(loaded: LoadedDocument) -> list[TaskDef]:
+def doc_tasks(loaded: LoadedDocument, *, replay: bool = False) -> list[TaskDef]:
     """The tasks a document names, checked: params.yaml's `docs.<doc>.eval.tasks` where
-    it sets them, else the document's `eval.tasks`."""
+    it sets them, else the document's `eval.tasks` (`replay`: params.yaml judged as a
+    replay judges it, the document's own entry only)."""
     from dlm_git.train.doc_params import EVAL_KEY, doc_key, read_doc_params
 
     key = doc_key(loaded)
-    entries = read_doc_params(loaded.repo_root, key).eval_tasks
+    entries = read_doc_params(loaded.repo_root, key, replay=replay).eval_tasks
     where = f"params.yaml: docs.{key}.{EVAL_KEY}.tasks"
     if entries is None:
         entries = loaded.doc.frontmatter.eval.tasks
@@ -205,7 +205,7 @@ def _read_config(
         raise EvalError(rel, "is included in a cycle or too deeply", "simplify the includes")
     if len(raw) > MAX_TASK_BYTES:
         raise EvalError(rel, f"is larger than {MAX_TASK_BYTES} bytes", "a task file is small")
-    sha = sha256_bytes(raw)
+    sha = sha256_bytes(canonical_text(raw))  # a CRLF checkout: the same text, the same digest
     includes[rel] = sha
     source = _Source(rel, _decode(raw, rel))
     data = _parse(source)
@@ -281,11 +281,11 @@ def _refuse(source: _Source, key: str, what: str, hint: str) -> EvalError:
 
 def _judge(data: dict[str, Any], source: _Source) -> None:
     """Every key of one file (before merging) is one dlm-git runs, with a value of the
-    shape it runs (`_RULES`); code-running keys are refused by name."""
+    shape it runs (`taskrules.RULES`); code-running keys are refused by name."""
     for key, value in data.items():
         if key in _CODE_KEYS:
             raise _refuse(source, key, f"is {_CODE_KEYS[key]}: it runs code", _CODE_HINT)
-        rule = _RULES.get(key)
+        rule = RULES.get(key)
         if rule is None:
             raise _refuse(source, str(key), "is not a task setting dlm-git runs", _CODE_HINT)
         wrong = rule(value)
@@ -294,7 +294,7 @@ def _judge(data: dict[str, Any], source: _Source) -> None:
 
 
 def _check_dataset(config: dict[str, Any], source: _Source) -> None:
-    """The merged config names its data and its kind (each value checked by `_RULES`)."""
+    """The merged config names its data and its kind (each value checked by `taskrules.RULES`)."""
     for key in ("dataset_path", "output_type", "doc_to_text"):
         if key not in config:
             raise EvalError(source.rel, f"sets no `{key}`", "see docs/eval.md, 'Tasks'")
@@ -310,11 +310,36 @@ def _data_files(read: Reader, rel: str, config: dict[str, Any]) -> dict[str, str
 
     def one(entry: str) -> str:
         found, raw = repo_file(read, posixpath.dirname(rel), entry, f"{rel}: data_files")
-        out[found] = sha256_bytes(raw)
+        out[found] = sha256_bytes(canonical_text(raw))
+        _check_rows(found, raw, config.get("doc_to_choice"))
         return found
 
     config["dataset_kwargs"] = {"data_files": map_files(files, one)}
     return dict(sorted(out.items()))
+
+
+def _check_rows(rel: str, raw: bytes, choices: object) -> None:
+    """Each JSONL row of a data file is an object holding the column `doc_to_choice`
+    names, when it names one (a bare name is never a template lm-eval can use there)."""
+    if not isinstance(choices, str) or not COLUMN.fullmatch(choices):
+        return
+    if raw.lstrip()[:1] == b"[":  # one JSON array, not JSONL: lm-eval judges it
+        return
+    for number, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = load_json(line)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict):
+            raise EvalError(f"{rel}:{number}", "is not a JSON object", "write one object a line")
+        if choices not in row:
+            raise EvalError(
+                f"{rel}:{number}",
+                f"the row has no column {choices!r} (the task's doc_to_choice)",
+                "give every row the columns the task names",
+            )
 
 
 def map_files(files: Any, one: Callable[[str], str]) -> Any:
@@ -324,119 +349,3 @@ def map_files(files: Any, one: Callable[[str], str]) -> Any:
     if isinstance(files, list):
         return [one(f) for f in files]
     return {split: map_files(f, one) for split, f in files.items()}
-
-
-def _text(value: Any) -> str | None:
-    return None if isinstance(value, str) else "is not text"
-
-
-def _count(low: int, high: int) -> Callable[[Any], str | None]:
-    def rule(value: Any) -> str | None:
-        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
-        return None if ok else f"is not a whole number from {low} to {high}"
-
-    return rule
-
-
-def _texts(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _template(value: Any) -> str | None:
-    ok = isinstance(value, str | int) and not isinstance(value, bool)
-    return None if ok or _texts(value) else "is not a template, a column or a list of texts"
-
-
-def _data_files_rule(value: Any) -> str | None:
-    def files(v: Any) -> bool:
-        return isinstance(v, str) or _texts(v)
-
-    ok = files(value) or (
-        isinstance(value, dict) and all(isinstance(k, str) and files(v) for k, v in value.items())
-    )
-    return None if ok else "is not a file, a list of files or a mapping of splits to files"
-
-
-def _dataset_kwargs(value: Any) -> str | None:
-    if not isinstance(value, dict) or set(value) != {"data_files"}:
-        return "holds something other than `data_files` (local data only)"
-    return _data_files_rule(value["data_files"])
-
-
-def _generation(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return "is not a mapping"
-    for key, v in value.items():
-        if key == "until" and (isinstance(v, str) or _texts(v)):
-            continue
-        if key == "max_gen_toks" and _count(1, 4096)(v) is None:
-            continue
-        if key == "do_sample" and v is False:
-            continue
-        if key == "temperature" and v in (0, 0.0) and not isinstance(v, bool):
-            continue
-        return f"has {key}: {v!r:.40} (generation is greedy: until, max_gen_toks only)"
-    return None
-
-
-def _metrics(value: Any) -> str | None:
-    if not isinstance(value, list) or not value:
-        return "is not a list of metrics"
-    for item in value:
-        if not isinstance(item, dict) or item.get("metric") not in METRICS:
-            return f"names a metric other than lm-eval's built-in {', '.join(sorted(METRICS))}"
-        for key, v in item.items():
-            if key == "metric" or (key == "aggregation" and v == "mean"):
-                continue
-            if key == "higher_is_better" and isinstance(v, bool):
-                continue
-            if key in EXACT_MATCH_OPTIONS and isinstance(v, bool):
-                continue
-            return f"has {key}: {v!r:.40} (only aggregation: mean and exact_match's options)"
-    return None
-
-
-def _plain(value: Any) -> str | None:
-    ok = isinstance(value, dict) and all(
-        isinstance(v, str | int | float) and not isinstance(v, bool) for v in value.values()
-    )
-    return None if ok else "is not a mapping of plain values"
-
-
-def _any_text(value: Any) -> str | None:
-    return _text(value)
-
-
-def _local(value: Any) -> str | None:
-    if value == "json":
-        return None
-    return f"is {value!r:.60}: only `json` over committed data_files is read (no download)"
-
-
-def _output_type(value: Any) -> str | None:
-    if value in OUTPUT_TYPES:
-        return None
-    return f"is {value!r:.40}, not one of {', '.join(sorted(OUTPUT_TYPES))}"
-
-
-_RULES: dict[str, Callable[[Any], str | None]] = {
-    "task": _any_text,
-    "include": _any_text,
-    "dataset_path": _local,
-    "dataset_kwargs": _dataset_kwargs,
-    "training_split": _any_text,
-    "validation_split": _any_text,
-    "test_split": _any_text,
-    "fewshot_split": _any_text,
-    "output_type": _output_type,
-    "doc_to_text": _template,
-    "doc_to_target": _template,
-    "doc_to_choice": _template,
-    "description": _any_text,
-    "target_delimiter": _any_text,
-    "fewshot_delimiter": _any_text,
-    "num_fewshot": _count(0, 64),
-    "generation_kwargs": _generation,
-    "metric_list": _metrics,
-    "metadata": _plain,
-}

@@ -1,12 +1,12 @@
 """`diff`: what changed for each document between two sides (commits or the work tree).
 
 Invariants:
-- Per document, four independent parts, each computed from what both sides hold and
+- Per document, five independent parts, each computed from what both sides hold and
   each saying what it could not compare instead of failing the others:
   inputs (sections by id, sources by relpath, base, config keys), lock (every changed
   field with its severity from the one lock table, `dlm_git.lock.policy.classify`),
   adapter (identical by the recorded sha256, else per-tensor deltas), training (steps,
-  final loss, the loss curves).
+  final loss, the loss curves), scores (each side's `eval.json`: `history.scores`).
 - Settings are each side's effective ones, each marked with where it is set (frontmatter
   or params.yaml's `docs.<doc>.training`, read as a training reads them:
   `history.settings`); the settings each adapter was trained with are its manifest's.
@@ -31,14 +31,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from dlm_git.docat import DocAt, TreeAt, prefix_of
 from dlm_git.history.records import json_object, recorded_adapter_sha
+from dlm_git.history.scores import ScoresDiff, diff_scores, scores_json
 from dlm_git.history.settings import Change, Settings, changes, effective, trained_changes
 from dlm_git.history.sides import adapter_weights, commit_of, describe, load
 from dlm_git.history.tensors import AdapterDelta, GroupDelta, compare, read_scale, read_tensors
-from dlm_git.layout import LOCK_NAME, LOSS_NAME, MANIFEST_NAME, METRICS_NAME
+from dlm_git.layout import EVAL_NAME, LOCK_NAME, LOSS_NAME, MANIFEST_NAME, METRICS_NAME
 from dlm_git.lock.policy import Finding, classify
 
 if TYPE_CHECKING:
     from dlm_git.doc.load import LoadedDocument
+    from dlm_git.history.forgetting import Forgetting
     from dlm_git.verify.fetch import FetchFrom
 
 Status = Literal["added", "removed", "changed", "unchanged"]
@@ -115,6 +117,9 @@ class DocDiff:
     lock: LockDiff
     adapter: AdapterDiff
     training: TrainingDiff
+    scores: ScoresDiff = field(default_factory=lambda: ScoresDiff(("not_evaluated",) * 2))
+    forgetting: Forgetting | None = None
+    """`--forgetting` only (`history.forgetting`)."""
 
 
 def diff_sides(a: TreeAt, b: TreeAt, only: str | None, fetch: FetchFrom | None) -> list[DocDiff]:
@@ -132,10 +137,11 @@ def diff_document(
     a: TreeAt, b: TreeAt, doc: str, present: tuple[bool, bool], work: Path, fetch: FetchFrom | None
 ) -> DocDiff:
     prefix = prefix_of(doc)
-    names = [f"{prefix}{n}" for n in (LOCK_NAME, MANIFEST_NAME, METRICS_NAME, LOSS_NAME)]
+    records = (LOCK_NAME, MANIFEST_NAME, METRICS_NAME, LOSS_NAME, EVAL_NAME)
+    names = [f"{prefix}{n}" for n in records]
     ra, rb = a.read(names), b.read(names)
-    lock_a, man_a, met_a, loss_a = (ra[n] for n in names)
-    lock_b, man_b, met_b, loss_b = (rb[n] for n in names)
+    lock_a, man_a, met_a, loss_a, eval_a = (ra[n] for n in names)
+    lock_b, man_b, met_b, loss_b, eval_b = (rb[n] for n in names)
     da, db = a.doc(doc), b.doc(doc)
     inputs = diff_inputs(da, db, present, work)
     lock = diff_locks(lock_a, lock_b)
@@ -143,6 +149,8 @@ def diff_document(
     adapter = diff_adapters(da, db, manifests, work, fetch)
     training = diff_training((json_object(met_a), json_object(met_b)), (loss_a, loss_b))
     training.settings = trained_changes(manifests)
+    adapters = (recorded_adapter_sha(manifests[0]), recorded_adapter_sha(manifests[1]))
+    scores = diff_scores(eval_a, eval_b, adapters)
     status: Status
     if not present[0]:
         status = "added"
@@ -152,7 +160,7 @@ def diff_document(
         status = "changed"
     else:
         status = "unchanged"
-    return DocDiff(doc, status, inputs, lock, adapter, training)
+    return DocDiff(doc, status, inputs, lock, adapter, training, scores)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -346,6 +354,8 @@ def _doc_json(d: DocDiff) -> dict[str, Any]:
         "lock": _lock_json(d.lock),
         "adapter": _adapter_json(d.adapter),
         "training": _training_json(d.training),
+        "scores": scores_json(d.scores),
+        "forgetting": None if d.forgetting is None else d.forgetting.to_json(),
     }
 
 

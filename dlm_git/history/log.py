@@ -2,9 +2,10 @@
 
 Invariants:
 - The lineage is the first-parent history from HEAD of the commits that change any of the
-  document's records (`dlm.lock`, `manifest.json`, `dlm.sig`, `verify.json`): one
-  `git log --raw`, one tree listing for the oldest entry shown (and one for its parent's
-  lock and manifest), one `cat-file --batch` for every blob and commit. `limit` windows
+  document's records (`dlm.lock`, `manifest.json`, `dlm.sig`, `verify.json`,
+  `eval.json`): one `git log --raw`, one tree listing for the oldest entry shown (and one
+  for its parent's lock, manifest and eval record), one `cat-file --batch` for every blob
+  and commit. `limit` windows
   what is read and shown, never what an entry is judged against: `Lineage.total` counts
   the whole lineage, and every entry, the oldest shown included, is compared with the
   records of its own first parent (a new adapter, an acceptance's drift). Nothing heavy
@@ -18,7 +19,9 @@ Invariants:
   (`contract.signature`, as `verify` judges it; a signature by an untrusted key is
   "untrusted", not "invalid"; one tree listing per signed entry); the verdict the commit's own
   `verify.json` records and, apart from it, the last verdict this machine's
-  `dlm-git verify` reached for the commit (`dlm_git.verify.verdicts`).
+  `dlm-git verify` reached for the commit (`dlm_git.verify.verdicts`); the headline
+  scores of its `eval.json` (`history.scores.headline`: val overall loss, probes exactly
+  matched) and those of its first parent's, which its change is against.
 - Malformed records are described, never fatal.
 """
 
@@ -35,14 +38,17 @@ from dlm_git.docat import prefix_of
 from dlm_git.gitio import CommitInfo
 from dlm_git.hashing import sha256_bytes
 from dlm_git.history.records import json_object, recorded_adapter_sha
-from dlm_git.layout import LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME
+from dlm_git.history.scores import Headline, headline, stale_note
+from dlm_git.layout import EVAL_NAME, LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME
 from dlm_git.lock.policy import Finding, classify
 from dlm_git.topology import recorded_world_size
 
 if TYPE_CHECKING:
     from dlm_git.sign.trust import TrustedKey
 
-RECORDS = (LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME)
+RECORDS = (LOCK_NAME, MANIFEST_NAME, SIGNATURE_NAME, VERIFY_NAME, EVAL_NAME)
+BEFORE = (LOCK_NAME, MANIFEST_NAME, EVAL_NAME)
+"""The records an entry is compared with at its first parent."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,11 @@ class LogEntry:
     signature: Signature | None = None
     recorded_verdict: dict[str, str] | None = None
     local_verdict: dict[str, Any] | None = None
+    scores: Headline = field(default_factory=lambda: Headline("not_evaluated"))
+    previous_scores: Headline = field(default_factory=lambda: Headline("not_evaluated"))
+    """The headline scores of the `eval.json` its commit's first parent holds."""
+    stale_scores: str | None = None
+    """Why `scores` are not those of this entry's adapter (its record scored another)."""
     problems: list[str] = field(default_factory=list)
 
 
@@ -97,6 +108,7 @@ def lineage(root: Path, head: str, doc: str, limit: int | None) -> Lineage:
     verdicts = known(root)
     entries: list[LogEntry] = []
     previous = {name: blobs.get(b) for name, b in before.items()}
+    scores = headline(previous.get(EVAL_NAME))  # each record is read once
     for commit, state in reversed(list(zip(commits, states, strict=True))):
         info = infos.get(commit.sha) or CommitInfo(commit.sha, (), "", "", 0, "")
         names = sorted(posixpath.basename(p) for p in commit.changed)
@@ -108,7 +120,8 @@ def lineage(root: Path, head: str, doc: str, limit: int | None) -> Lineage:
         entry.local_verdict = verdicts.get(commit.sha, {}).get(doc)
         parent_adapter = recorded_adapter_sha(json_object(previous.get(MANIFEST_NAME)))
         entry.adapter_changed = entry.adapter_sha256 != parent_adapter
-        previous = record
+        _read_scores(entry, record.get(EVAL_NAME), scores)
+        previous, scores = record, entry.scores
         entries.append(entry)
     return Lineage(entries[::-1], len(every))
 
@@ -129,13 +142,13 @@ def _states(
 
 
 def _records_before(root: Path, oldest: CommitInfo | None, paths: list[str]) -> dict[str, str]:
-    """The blobs of the lock and the manifest at the first parent of the oldest entry
-    shown (record name -> blob; none when it has no parent or they are absent there)."""
+    """The blobs of the `BEFORE` records at the first parent of the oldest entry shown
+    (record name -> blob; none when it has no parent or they are absent there)."""
     if oldest is None or not oldest.parents:
         return {}
     parent = oldest.parents[0]
     wanted = {f"{parent}:{p}": posixpath.basename(p) for p in paths}
-    wanted = {spec: name for spec, name in wanted.items() if name in (LOCK_NAME, MANIFEST_NAME)}
+    wanted = {spec: name for spec, name in wanted.items() if name in BEFORE}
     listed = gitio.object_ids(list(wanted), root)
     return {name: listed[spec] for spec, name in wanted.items() if listed.get(spec)}
 
@@ -155,6 +168,16 @@ def _read_records(
     report = json_object(record.get(VERIFY_NAME))
     if report is not None:
         entry.recorded_verdict = _recorded_verdict(report, doc)
+
+
+def _read_scores(entry: LogEntry, record: bytes | None, parents: Headline) -> None:
+    """The headline scores of the entry's `eval.json` (and its first parent's, read)."""
+    entry.scores = headline(record)
+    entry.previous_scores = parents
+    if entry.scores.problem is not None:
+        entry.problems.append(entry.scores.problem)
+    elif entry.scores.state == "evaluated":
+        entry.stale_scores = stale_note(entry.scores.adapter_sha256, entry.adapter_sha256)
 
 
 def _read_lock(entry: LogEntry, lock: dict[str, Any], previous_lock: bytes | None) -> None:

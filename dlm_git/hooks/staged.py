@@ -7,7 +7,8 @@ Invariants:
   where the staged `dvc.lock` names them in the DVC cache (through the stat-keyed hash
   cache; without a `dvc.lock`, the work tree's `adapter/`), sources and sections, the
   signature (judged whether or not one is required: binding and validity; presence and
-  trust only when `dlm-git.requireSignature` asks); plus what only a commit being made
+  trust only when `dlm-git.requireSignature` asks), the eval record against the staged
+  adapter and manifest (`verify.evalbinding`, as verify runs it); plus what only a commit being made
   is judged by, against HEAD: `lock.drift` and `determinism` (`contract.commit_time`).
   No base is built or read (the pre-push hook and `verify` check the base).
 - Fast paths decide which checks run, never an outcome: a `.dlm` that is not the one the
@@ -43,6 +44,7 @@ from dlm_git.hooks.findings import require_signature
 from dlm_git.hooks.hashcache import HashCache
 from dlm_git.safeparse import dig
 from dlm_git.severity import Severity
+from dlm_git.verify.evalbinding import eval_checks
 
 if TYPE_CHECKING:
     from dlm_git.sign.trust import TrustedKey
@@ -110,6 +112,7 @@ class StagedChecks:
         stale = checks.get("doc.sha256")
         if stale is not None and stale.ok:
             self.sources(checks, doc, manifest, head, head_record)
+        eval_checks(checks, doc, manifest, lock)
         if head_record is not None and before is not None:
             found = determinism(manifest, lock, head_record, before)
             checks.items += [found] if found is not None else []

@@ -4,7 +4,8 @@
 Invariants:
 - DVC compares only the deps written in `dvc.yaml`, and a `foreach` stage cannot list a
   different number of them per document. So one stage, `inputs`, depends on every listed
-  document's inputs (its `.dlm`, each `training.sources` root, a local base's directory)
+  document's inputs (its `.dlm`, each `training.sources` root, a local base's directory,
+  the lm-eval task files it names with their includes and data)
   and writes `<doc>/dlm.inputs.json` per document: digests of exactly what that document
   reads. `base@<doc>` and `tokenize@<doc>` depend on that file, so a change to one
   document's inputs re-runs that document's stages only, and after `dvc repro`,
@@ -45,6 +46,7 @@ from dlm_git.safeparse import Unbounded, load_yaml
 STAGE = "inputs"
 COMMAND = "dlm-git inputs"
 DOCUMENTS_KEY = "documents"
+DOCS_KEY = "docs"
 FIX = "run `dlm-git init` to write the stage again"
 FIX_PARAMS = "fix params.yaml"
 
@@ -75,7 +77,7 @@ class Plan:
         if self.untracked:
             body["always_changed"] = True
         body["deps"] = deps
-        body["params"] = [DOCUMENTS_KEY]
+        body["params"] = [DOCUMENTS_KEY, DOCS_KEY]  # docs.<doc>.eval.tasks names files
         body["outs"] = [{_record_path(d.rel): {"cache": False}} for d in self.docs]
         return body
 
@@ -144,7 +146,9 @@ def _doc_inputs(root: Path, rel: str, outputs: set[str], records: bool) -> DocIn
     base_dep, base_record, why = _base_inputs(loaded, root, outputs, records)
     deps += base_dep
     untracked += [why] if why else []
-    record = {
+    task_deps, tasks = _task_inputs(loaded)
+    deps += task_deps
+    record: dict[str, Any] = {
         "document": dlm,
         "dlm_sha256": loaded.doc.sha256,
         "base": base_record,
@@ -153,7 +157,26 @@ def _doc_inputs(root: Path, rel: str, outputs: set[str], records: bool) -> DocIn
             "digest": source_rows_digest(loaded.sources.files),
         },
     }
+    if tasks:  # only a document that names tasks: every other record keeps its bytes
+        record["tasks"] = tasks
     return DocInputs(rel, tuple(deps), tuple(untracked), canonical_json(record))
+
+
+def _task_inputs(loaded: LoadedDocument) -> tuple[list[str], dict[str, Any]]:
+    """The lm-eval task files a document names (checked by the one trust rule,
+    `eval.taskdef`), their includes and data: deps, and their sha256 by repository path."""
+    from dlm_git.eval.taskdef import doc_tasks
+
+    deps: list[str] = []
+    tasks: dict[str, Any] = {}
+    for task in doc_tasks(loaded):
+        deps += [task.path, *task.includes, *task.data]
+        tasks[task.name] = {
+            "task": {task.path: task.sha256},
+            "includes": task.includes,
+            "data": task.data,
+        }
+    return deps, tasks
 
 
 def _overlaps(path: str, outputs: set[str]) -> bool:

@@ -11,6 +11,7 @@ Invariants:
   `dvc.lock`'s binding, then the signature. A check whose input is absent on this
   machine is ABSENT: a commit's absent adapter is one absent `adapter.files` (the rest
   cannot start); the work tree reports each adapter check absent, and still its base.
+  Then the eval record (`verify.evalbinding`; none: the note "not evaluated").
 - The verdict is computed from the checks' states only (`report.verdict_of`).
 """
 
@@ -36,6 +37,7 @@ from dlm_git.contract.sources import sources_checks
 from dlm_git.docat import AdapterAt, DocAt, Rev
 from dlm_git.dvcfiles import DvcRecordError
 from dlm_git.layout import ADAPTER_WEIGHTS
+from dlm_git.verify.evalbinding import eval_checks
 from dlm_git.verify.locate import base_missing, locate_base_dir
 from dlm_git.verify.report import DocReport, verdict_of
 
@@ -78,6 +80,8 @@ def check_document(
     if records is not None and doc.dlm_name is not None:
         sources_checks(checks, doc, records.manifest, work / "tree")
         notes += _adapter_level(checks, doc, records, work, run, adapter_from)
+        evaluated = eval_checks(checks, doc, records.manifest, records.lock)
+        notes += [evaluated] if evaluated is not None else []
     if run.keys is not None and doc.dlm_name is not None:
         said = signature_checks(checks, doc, run.keys, run.require_signature)
         notes += [f"signature: {n}" for n in [*said, *run.key_notes]]

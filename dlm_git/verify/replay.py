@@ -21,6 +21,9 @@ Invariants:
   commit, never a default): then `WITHIN_TOLERANCE` or `MISMATCH`.
 - One document's malformed record fails that document only: every document gets its own
   verdict.
+- After a bitwise replay, a commit's eval record is re-made and compared
+  (`verify.eval_replay`, check `eval.replay`): FAILED where bits are expected and it
+  differs, CANNOT_VERIFY where they are not or the evaluation cannot run here.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from dlm_git.layout import (
 )
 from dlm_git.numerics.judge import expect_bits
 from dlm_git.verify.commit import assemble_adapter
+from dlm_git.verify.eval_replay import replay_eval, with_eval
 from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
 from dlm_git.verify.report import DocReport, Verdict, combine
 
@@ -178,7 +182,24 @@ def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> Doc
         report = _recheck_with(done.root, done.sha, report, done.adapter_dir, done.work / "recheck")
         checks = [*report.checks, *checks[-2:]]  # + replay.versions, replay.profile
     checks = [*checks, passed("replay", f"bitwise identical adapter {recorded_sha[:16]}")]
-    return _with(report, checks, Verdict.BITWISE if report.ok else report.verdict, notes)
+    verdict = Verdict.BITWISE if report.ok else report.verdict
+    evaluated = replay_eval(
+        done.root, done.sha, report, done.adapter_dir.parent, lambda: _expectation(done)
+    )
+    checks += [evaluated] if evaluated is not None else []
+    return _with(report, checks, with_eval(verdict, evaluated), notes)
+
+
+def _expectation(done: _Replayed) -> Any:
+    """Whether this replay expects the recorded bits (`numerics.judge.expect_bits`)."""
+    ran = done.outcome.lock
+    return expect_bits(
+        done.setup.flags,
+        ran.determinism_flags,
+        done.lock.get("pinned_versions") or {},
+        ran.pinned_versions,
+        ran.hardware_tier,
+    )
 
 
 def _compare_unequal(done: _Replayed, tolerance: float | None) -> tuple[Check, Verdict, list[str]]:
@@ -186,14 +207,7 @@ def _compare_unequal(done: _Replayed, tolerance: float | None) -> tuple[Check, V
     else CANNOT_VERIFY naming the environment to replay in, unless the auditor passed
     `--tolerance`: then the tolerance against the recorded adapter, or CANNOT_VERIFY when
     that adapter is not here to compare (no comparison, no accusation)."""
-    ran = done.outcome.lock
-    expectation = expect_bits(
-        done.setup.flags,
-        ran.determinism_flags,
-        done.lock.get("pinned_versions") or {},
-        ran.pinned_versions,
-        ran.hardware_tier,
-    )
+    expectation = _expectation(done)
     recorded = done.work / "recorded"
     dvc_lock = _blob(done.root, done.sha, "dvc.lock")
     missing = assemble_adapter(done.root, dvc_lock, done.report.doc, recorded)

@@ -36,6 +36,7 @@ HASH_CHECKS = [
     "adapter.structure",
     "base.identity",
     "dvc.binding",
+    "eval.binding",
 ]
 WORKTREE_CHECKS = [c for c in HASH_CHECKS if c != "pipeline.documents"]
 

@@ -64,12 +64,15 @@ def test_segment_replay_on_a_cpu_with_other_kernels_is_bitwise(
 
 
 def legacy(forge: Any) -> None:
-    """Rewrite the lock as the trainer before profiles wrote it (rebound consistently)."""
+    """Rewrite the lock as the trainer before profiles wrote it (rebound consistently),
+    with no eval record (evaluation came after profiles)."""
     lock = forge.lock()
     lock["determinism_flags"] = {
         k: v for k, v in lock["determinism_flags"].items() if k in LEGACY_FLAGS
     }
     forge.write_lock(lock)
+    for name in ("eval.json", "eval_metrics.json"):  # from before evaluation, too
+        (forge.root / "demo" / name).unlink(missing_ok=True)
     forge.commit("a lock from before numerics profiles")
 
 

@@ -338,3 +338,41 @@ def test_json_output_round_trips_every_escape(hostile_names_repo: Path, tmp_path
     assert {f"notes/{n}" for n in ESCAPE_NAMES} <= relpaths, relpaths
     for kind in ("osc", "bidi", "c1"):
         assert json.dumps(ESCAPES[kind])[1:-1] in result.stdout, kind
+
+
+# --------------------------------------------------------------------------- eval record
+
+HOSTILE_TASK = f"mc{IN_LINE}"
+"""A task name in a forged `eval.json`: any key a record holds is text a commit chose."""
+
+
+def test_an_eval_record_task_name_and_path_are_printed_escaped(forge: Any) -> None:
+    """Check `eval.binding` names a task (and the file it names) of a forged `eval.json`:
+    the hook's ERROR line and verify's FAIL line show them escaped, `--json` exactly."""
+    from dlm_git.eval.record import metrics_of
+
+    record = forge.read_json(f"{DOC}/eval.json")
+    record["tasks"][HOSTILE_TASK] = {
+        "task_file": f"{DOC}/{HOSTILE_TASK}.yaml",
+        "task_sha256": "0" * 64,
+        "include_sha256": {},
+        "data_sha256": {},
+        "harness": {"name": "lm-eval", "version": "0.4.13"},
+        "settings": {},
+        "samples": 1,
+        "metrics": {},
+    }
+    forge.write_canonical(f"{DOC}/eval.json", record)
+    forge.write_canonical(f"{DOC}/eval_metrics.json", metrics_of(record))
+    forge.git("add", "-A")
+    result = inert(hook(forge.root, "pre_commit"), 1)
+    (line,) = lines_with(result.stderr, "eval.binding")
+    assert line.startswith(f"dlm-git: ERROR {DOC}: ") and escaped(HOSTILE_TASK) in line, line
+
+    forge.commit("a hostile task name")
+    verified = inert(dlm_git(forge.root, "verify", "HEAD"), 1).stdout
+    (line,) = lines_with(verified, "eval.binding")
+    assert "FAIL" in line and f"{escaped(HOSTILE_TASK)}.yaml' is not a file" in line, verified
+    payload = json.loads(inert(dlm_git(forge.root, "verify", "HEAD", "--json"), 1).stdout)
+    (check,) = [c for c in payload["documents"][0]["checks"] if c["name"] == "eval.binding"]
+    assert check["detail"].startswith(f"task '{HOSTILE_TASK}': '{DOC}/{HOSTILE_TASK}.yaml'")

@@ -89,13 +89,18 @@ def test_params_yaml_names_the_tasks_instead_of_the_document(
     assert sorted(read_json(trained_repo / "eval.json")["tasks"]) == [GEN_TASK]
 
 
+def _rename_task(doc_file: Path) -> None:
+    text = doc_file.read_text("utf-8")
+    doc_file.write_text(text.replace("- evals/mc.yaml", "- evals/none.yaml"), "utf-8")
+
+
 def _mc(doc_dir: Path, text: str) -> None:
     (doc_dir / "evals" / "mc.yaml").write_text(text, "utf-8")
 
 
 BAD_INPUT = {
     "unknown-task-file": (
-        lambda d: name_tasks(d / "demo.dlm", ["evals/none.yaml"]),
+        lambda d: _rename_task(d / "demo.dlm"),
         ("demo/demo.dlm: eval.tasks", "no such file"),
     ),
     "yaml-does-not-parse": (
@@ -108,7 +113,7 @@ BAD_INPUT = {
     ),
     "data-not-matching-the-task": (
         lambda d: (d / "evals" / "mc.jsonl").write_text('{"question": "q"}\n', "utf-8"),
-        ("demo/evals/mc.yaml", "choices"),
+        ("demo/evals/mc.jsonl:1", "no column 'choices'"),
     ),
     "function-tag": (
         lambda d: _mc(d, MC_YAML + "process_results: !function utils.process_results\n"),

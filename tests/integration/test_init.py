@@ -23,7 +23,7 @@ def inputs_stage(doc: str) -> dict:
     return {
         "cmd": "dlm-git inputs",
         "deps": [f"{doc}/notes", f"{doc}/{doc}.dlm"],  # sorted
-        "params": ["documents"],
+        "params": ["documents", "docs"],
         "outs": [{f"{doc}/dlm.inputs.json": {"cache": False}}],
     }
 

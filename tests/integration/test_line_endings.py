@@ -17,6 +17,7 @@ session); every checkout is a `git clone` of it with the DVC cache and the base 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -99,6 +100,11 @@ def test_a_crlf_checkout_trains_commits_and_verifies_like_an_lf_one(
     assert_verified(verify(crlf, capfd, "HEAD"))
     # the work tree's CRLF document, sources (and, here, records) are the commit's
     assert_verified(verify(crlf, capfd, "--worktree", "--doc", DOC))
+    # evaluating the CRLF checkout's records writes the committed record: the manifest it
+    # names is digested as git stores it
+    run(["dlm-git", "eval", DOC], crlf)
+    evaluated = (crlf / DOC / "eval.json").read_bytes()
+    assert json.loads(evaluated) == json.loads(blob(crlf, f"HEAD:{DOC}/eval.json"))
     assert_trains_the_commit(crlf)
     adapter = Forge(crlf, None).manifest()["adapter"]
     assert adapter == Forge(verified_repo, None).manifest()["adapter"]

@@ -9,7 +9,8 @@ content-addressed, so the copies share the source's cache objects, as identical 
 would. Each copy is a document of its own: a fresh `dlm_id` (the `docset.dlm_id` check
 refuses two documents naming one), with `dlm_sha256` and `lock_sha256` re-bound in its
 records and the records' md5s in its dvc.lock stages, as a training of that text records
-them. Each copy is judged on its own records; nothing here is committed.
+them (its `eval.json` names its own manifest). Each copy is judged on its own records;
+nothing here is committed.
 """
 
 from __future__ import annotations
@@ -81,7 +82,13 @@ def _own_identity(dest: Path, name: str) -> None:
     manifest = json.loads((dest / "manifest.json").read_bytes())
     manifest["dlm_id"], manifest["dlm_sha256"] = lock["dlm_id"], lock["dlm_sha256"]
     manifest["lock_sha256"] = sha256_bytes(lock_bytes)
-    (dest / "manifest.json").write_bytes(canonical_json(manifest))
+    manifest_bytes = canonical_json(manifest)
+    (dest / "manifest.json").write_bytes(manifest_bytes)
+    record = dest / "eval.json"
+    if record.is_file():  # the same adapter evaluated: only the manifest it names differs
+        scores = json.loads(record.read_bytes())
+        scores["manifest_sha256"] = sha256_bytes(manifest_bytes)
+        record.write_bytes(canonical_json(scores))
 
 
 def _rehashed(repo: Path, body: Any) -> Any:

@@ -23,6 +23,8 @@ from tests.support.tensorfiles import nudge, patch_tensor, tensor_names
 from tests.support.verdicts import CallMain, Result, verify_cli
 from tests.support.verified import ADAPTER_OUT, DOC, SEGMENTS_OUT
 
+EVAL = f"{DOC}/eval.json"
+
 
 class Forge:
     """Forgeries in one copied repository (`root`)."""
@@ -67,8 +69,29 @@ class Forge:
         from dlm_git.manifest.schema import Manifest
 
         Manifest.model_validate(manifest)  # a forgery that still parses
-        self.write_canonical(f"{DOC}/manifest.json", manifest)
+        data = self.write_canonical(f"{DOC}/manifest.json", manifest)
+        self.rebind_eval(data)
         self.sync_dvc_lock_files()
+
+    def rebind_eval(self, manifest: bytes) -> None:
+        """Re-bind eval.json (when there is one) to `manifest`'s bytes and adapter and the
+        lock's numerics, and its metrics file to it (check `eval.binding`): a thorough
+        forger's record."""
+        from dlm_git.eval.record import metrics_of
+        from dlm_git.hashing import sha256_bytes
+
+        if not (self.root / EVAL).is_file():
+            return
+        record = self.read_json(EVAL)
+        record["manifest_sha256"] = sha256_bytes(manifest)
+        weights = json.loads(manifest)["adapter"]["files"].get("adapter_model.safetensors")
+        record["adapter_sha256"] = weights["sha256"] if weights else "0" * 64
+        flags = self.lock().get("determinism_flags") or {}
+        for key, flag in (("profile", "numerics"), ("threads", "threads")):
+            if flag in flags:  # evaluated under the lock's profile
+                record["numerics"][key] = flags[flag]
+        self.write_canonical(EVAL, record)
+        self.write_canonical(f"{DOC}/eval_metrics.json", metrics_of(record))
 
     def lock(self) -> dict[str, Any]:
         return self.read_json(f"{DOC}/dlm.lock")

@@ -25,6 +25,9 @@ LOCK = f"{DOC}/dlm.lock"
 MANIFEST = f"{DOC}/manifest.json"
 SOURCE = f"{DOC}/notes/README.md"
 ADAPTER_OUT = f"{DOC}/adapter"
+EVAL = f"{DOC}/eval.json"
+EVAL_METRICS = f"{DOC}/eval_metrics.json"
+WEIGHTS = "adapter_model.safetensors"
 HEAVY = ("torch", "transformers", "peft", "dvc")
 """Modules no hook may import (the hook budget)."""
 # Prose inserted at the top of the body: inside the first training sequence, so the
@@ -82,11 +85,27 @@ def rebind(repo: Path, lock: dict[str, object]) -> None:
     manifest = json.loads(read(repo, MANIFEST))
     manifest["lock_sha256"] = sha256_bytes(lock_bytes)
     write(repo, MANIFEST, canonical_json(manifest))
+    rebind_eval(repo)
+
+
+def rebind_eval(repo: Path) -> None:
+    """Re-bind (and stage) eval.json, and its metrics file, to the manifest.json in the
+    work tree, as a forger would: its `manifest_sha256` and `adapter_sha256` (check
+    `eval.binding`)."""
+    from dlm_git.eval.record import metrics_of
+
+    record = json.loads(read(repo, EVAL))
+    manifest = read(repo, MANIFEST)
+    record["manifest_sha256"] = sha256_bytes(manifest)
+    record["adapter_sha256"] = json.loads(manifest)["adapter"]["files"][WEIGHTS]["sha256"]
+    write(repo, EVAL, canonical_json(record))
+    write(repo, EVAL_METRICS, canonical_json(metrics_of(record)))
 
 
 def stage_other_adapter(repo: Path) -> tuple[str, str]:
     """In a retrained repository (`retrained_repo`): stage HEAD's manifest and dvc.lock
-    recording the retrained adapter (in the DVC cache) instead, consistently; the `.dlm`
+    recording the retrained adapter (in the DVC cache) instead, consistently (eval.json
+    re-bound to them: `rebind_eval`); the `.dlm`
     and lock in the index stay HEAD's. What a nondeterministic run looks like: every hash
     binding holds, only the determinism check can object. (HEAD's, the new) tensor roots."""
     other_manifest = json.loads(read(repo, MANIFEST))
@@ -102,7 +121,9 @@ def stage_other_adapter(repo: Path) -> tuple[str, str]:
             out.update(new_out)
     write(repo, MANIFEST, canonical_json(manifest))
     write(repo, "dvc.lock", yaml.safe_dump(dvc, sort_keys=False))
-    assert set(git(repo, "diff", "--cached", "--name-only").split()) == {MANIFEST, "dvc.lock"}
+    rebind_eval(repo)
+    staged = set(git(repo, "diff", "--cached", "--name-only").split())
+    assert {MANIFEST, "dvc.lock", EVAL} <= staged <= {MANIFEST, "dvc.lock", EVAL, EVAL_METRICS}
     return old_root, other_manifest["adapter"]["tensor_root"]
 
 

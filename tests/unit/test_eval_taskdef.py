@@ -234,3 +234,12 @@ def test_the_frontmatter_names_tasks_under_eval(tmp_path: Path) -> None:
 def test_a_malformed_eval_block_names_its_line(tmp_path: Path, body: str, words: str) -> None:
     text = error(tmp_path, f"---\ndlm_id: {DLM_ID}\neval:\n{body}---\n", FrontmatterError, 4)
     assert words in text
+
+
+def test_a_row_without_the_choices_column_is_refused_at_its_line(repo: Path) -> None:
+    rows = (repo / DOC / "evals" / "mc.jsonl").read_text("utf-8")
+    (repo / DOC / "evals" / "mc.jsonl").write_text(rows + '{"question": "q"}\n', "utf-8")
+    got = refused(repo, "evals/mc.yaml")
+    assert got.startswith("demo/evals/mc.jsonl:9: the row has no column 'choices'"), got
+    (repo / DOC / "evals" / "mc.jsonl").write_text(rows + "[1, 2]\n", "utf-8")
+    assert "demo/evals/mc.jsonl:9: is not a JSON object" in refused(repo, "evals/mc.yaml")

@@ -7,6 +7,7 @@ Each test is a real git work tree with real `.dlm` documents; the stage is what
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_every_input_inside_the_repository_is_a_dep_of_one_stage(
     assert stage == {
         "cmd": "dlm-git inputs",
         "deps": ["a/doc.dlm", "a/notes", "b/doc.dlm", "shared"],
-        "params": ["documents"],
+        "params": ["documents", "docs"],
         "outs": [{"a/dlm.inputs.json": {"cache": False}}, {"b/dlm.inputs.json": {"cache": False}}],
     }
 
@@ -188,3 +189,30 @@ def test_a_source_root_holding_a_name_dvc_cannot_hash_is_not_watched(
     assert inputs.untracked == [
         "a: training.sources 'notes' holds a name that is not UTF-8 (notes/caf\\xe9.md)"
     ]
+
+
+def test_the_task_files_a_document_names_are_deps_and_recorded(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    from tests.support.evaltasks import name_tasks, write_tasks
+
+    (git_repo / "a" / "notes").mkdir(parents=True)
+    _doc(write_doc, git_repo, "a", "notes")
+    without = plan(git_repo, ["a"]).docs[0].record
+    name_tasks(git_repo / "a" / "doc.dlm", write_tasks(git_repo / "a"))
+    inputs = plan(git_repo, ["a"])
+    assert inputs.stage()["deps"] == [
+        "a/doc.dlm",
+        "a/evals/gen.jsonl",
+        "a/evals/gen.yaml",
+        "a/evals/mc.jsonl",
+        "a/evals/mc.yaml",
+        "a/notes",
+    ]
+    record = json.loads(inputs.docs[0].record)
+    assert sorted(record["tasks"]) == ["demo_gen", "demo_mc"]
+    assert list(record["tasks"]["demo_mc"]["data"]) == ["a/evals/mc.jsonl"]
+    assert "tasks" not in json.loads(without)  # a document without tasks: as before
+    (git_repo / "a" / "evals" / "mc.jsonl").write_text('{"question": "q"}\n', "utf-8")
+    with pytest.raises(DlmGitError):  # swapped data the trust rule refuses: one line
+        plan(git_repo, ["a"])

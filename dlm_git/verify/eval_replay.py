@@ -1,0 +1,108 @@
+"""`eval.replay`: after a replay reproduced a commit's adapter bit for bit, the evaluation
+is run again and its record compared with the commit's `eval.json`, byte for byte.
+
+Invariants:
+- Runs only after a bitwise replay of a commit whose `eval.json` passed `eval.binding`
+  (no record: no check; a record the hash level refused is already FAILED there). The
+  replayed document directory gets the commit's own `manifest.json` and `dlm.lock`
+  bytes (its adapter is the recorded one), and `eval.run.run_eval` evaluates it under
+  the lock's numerics profile, threads and device, pinned as it pins itself.
+- Equal bytes pass. Otherwise the first differing field is named (a JSON path: which
+  score, which probe's answer): FAILED where this dlm-git expects bits
+  (`numerics.judge.expect_bits`, from the replay's own facts), else ABSENT (the verdict
+  CANNOT_VERIFY) saying why: never MISMATCH, never an accusation without evidence.
+- An evaluation that cannot run here (its base, the `eval` extra, a task file) is
+  ABSENT with its one line: nothing was compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dlm_git import gitio
+from dlm_git.contract.outcome import Check, Outcome, absent, failed, passed, short
+from dlm_git.docat import prefix_of
+from dlm_git.errors import DlmGitError
+from dlm_git.layout import EVAL_NAME, LOCK_NAME, MANIFEST_NAME
+from dlm_git.safeparse import load_json
+from dlm_git.verify.evalbinding import CHECK as BINDING
+from dlm_git.verify.report import DocReport, Verdict
+
+CHECK = "eval.replay"
+
+
+def replay_eval(
+    root: Path, sha: str, report: DocReport, doc_dir: Path, expect: Callable[[], Any]
+) -> Check | None:
+    """`eval.replay` of commit `sha`'s document (`report`, its hash level), replayed bit
+    for bit into `doc_dir`; None when its eval record did not pass `eval.binding` (none,
+    or judged there)."""
+    bound = next((c for c in report.checks if c.name == BINDING), None)
+    if bound is None or not bound.ok:
+        return None
+    names = {f"{sha}:{prefix_of(report.doc)}{n}": n for n in (EVAL_NAME, MANIFEST_NAME, LOCK_NAME)}
+    blobs = gitio.cat_files(list(names), root)
+    return eval_replay(doc_dir, {n: blobs.get(spec) for spec, n in names.items()}, expect)
+
+
+def with_eval(verdict: Verdict, check: Check | None) -> Verdict:
+    """A bitwise replay's verdict with `eval.replay`'s state: FAILED when it failed,
+    CANNOT_VERIFY instead of BITWISE when nothing could be compared."""
+    if check is None or check.ok:
+        return verdict
+    if check.state is Outcome.FAILED:
+        return Verdict.FAILED
+    return Verdict.CANNOT_VERIFY if verdict == Verdict.BITWISE else verdict
+
+
+def eval_replay(
+    doc_dir: Path, recorded: dict[str, bytes | None], expect: Callable[[], Any]
+) -> Check:
+    """`eval.replay` of the replayed document at `doc_dir`: `recorded` holds the commit's
+    eval.json, manifest.json and dlm.lock bytes (by name); `expect()` says whether bits
+    are expected (`numerics.judge.Expectation`)."""
+    from dlm_git.eval.run import run_eval
+
+    for name in (MANIFEST_NAME, LOCK_NAME):
+        data = recorded[name]
+        if data is None:
+            return absent(CHECK, f"the commit has no {name} to evaluate against")
+        (doc_dir / name).write_bytes(data)
+    record = recorded[EVAL_NAME] or b""
+    try:
+        again = run_eval(doc_dir, replay=True).record.encode("utf-8")
+    except DlmGitError as exc:
+        return absent(CHECK, f"the evaluation cannot run here: {exc.one_line()}")
+    if again == record:
+        return passed(CHECK, f"re-run evaluation = {EVAL_NAME}, byte for byte")
+    where = first_difference(_parsed(record), load_json(again))
+    detail = f"re-run evaluation differs from {EVAL_NAME} at {where}"
+    expectation = expect()
+    if expectation.bits:
+        return failed(CHECK, f"{detail} (bit equality expected: {expectation.reason})")
+    return absent(CHECK, f"{detail}; bit equality not expected ({expectation.reason})")
+
+
+def _parsed(data: bytes) -> Any:
+    try:
+        return load_json(data.decode("utf-8"), finite=True)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def first_difference(recorded: Any, again: Any, path: str = "") -> str:
+    """The JSON path of the first field (in sorted key order) where the two differ."""
+    if isinstance(recorded, dict) and isinstance(again, dict):
+        for key in sorted(set(recorded) | set(again), key=str):
+            if recorded.get(key, _MISSING) != again.get(key, _MISSING):
+                return first_difference(recorded.get(key), again.get(key), f"{path}.{key}")
+    elif isinstance(recorded, list) and isinstance(again, list) and len(recorded) == len(again):
+        for i, (a, b) in enumerate(zip(recorded, again, strict=True)):
+            if a != b:
+                return first_difference(a, b, f"{path}[{i}]")
+    return f"'{short(path.lstrip('.'))}'" if path else "the record's bytes"
+
+
+_MISSING = object()
