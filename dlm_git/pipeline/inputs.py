@@ -48,6 +48,9 @@ COMMAND = "dlm-git inputs"
 DOCUMENTS_KEY = "documents"
 DOCS_KEY = "docs"
 FIX = "run `dlm-git init` to write the stage again"
+KEEP = {"cache": False, "persist": True}
+"""A record's out: committed to git, and never deleted by DVC before the command runs
+(a stage refused as stale leaves the last record where it was, not a deleted file)."""
 FIX_PARAMS = "fix params.yaml"
 
 
@@ -78,7 +81,7 @@ class Plan:
             body["always_changed"] = True
         body["deps"] = deps
         body["params"] = [DOCUMENTS_KEY, DOCS_KEY]  # docs.<doc>.eval.tasks names files
-        body["outs"] = [{_record_path(d.rel): {"cache": False}} for d in self.docs]
+        body["outs"] = [{_record_path(d.rel): dict(KEEP)} for d in self.docs]
         return body
 
 

@@ -24,7 +24,7 @@ def inputs_stage(doc: str) -> dict:
         "cmd": "dlm-git inputs",
         "deps": [f"{doc}/notes", f"{doc}/{doc}.dlm"],  # sorted
         "params": ["documents", "docs"],
-        "outs": [{f"{doc}/dlm.inputs.json": {"cache": False}}],
+        "outs": [{f"{doc}/dlm.inputs.json": {"cache": False, "persist": True}}],
     }
 
 

@@ -249,6 +249,7 @@ def test_a_new_source_root_stops_the_repro_until_init_writes_it(repo: Path) -> N
         " (hint: run `dlm-git init` to write the stage again)"
     ) in result.out, result.out
     assert RAN_TRAIN not in result.out
+    assert (repo / DOC / "dlm.inputs.json").is_file()  # persist: the last record stays
 
     assert "stage 'inputs'" in ok(dlm_git(repo, "init", "--no-hooks")).out
     assert RAN_TRAIN in ok(dvc(repo, "repro")).out

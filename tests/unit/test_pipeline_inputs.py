@@ -49,7 +49,10 @@ def test_every_input_inside_the_repository_is_a_dep_of_one_stage(
         "cmd": "dlm-git inputs",
         "deps": ["a/doc.dlm", "a/notes", "b/doc.dlm", "shared"],
         "params": ["documents", "docs"],
-        "outs": [{"a/dlm.inputs.json": {"cache": False}}, {"b/dlm.inputs.json": {"cache": False}}],
+        "outs": [
+            {"a/dlm.inputs.json": {"cache": False, "persist": True}},
+            {"b/dlm.inputs.json": {"cache": False, "persist": True}},
+        ],
     }
 
 
@@ -147,7 +150,7 @@ def test_a_document_at_the_repository_root_lists_its_inputs_as_repository_paths(
     _doc(write_doc, git_repo, ".", "notes", "adapter")
     inputs = plan(git_repo, ["."])
     assert inputs.stage()["deps"] == ["doc.dlm", "notes"]
-    assert inputs.stage()["outs"] == [{"dlm.inputs.json": {"cache": False}}]
+    assert inputs.stage()["outs"] == [{"dlm.inputs.json": {"cache": False, "persist": True}}]
     assert inputs.untracked == [".: training.sources 'adapter' covers pipeline outputs (adapter)"]
 
 
