@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,7 +123,11 @@ def _scores_json(h: Headline) -> dict[str, Any]:
 
 
 def _change(now: float | None, before: float | None) -> float | None:
-    return None if now is None or before is None else now - before
+    """The change, or None (a side has none, or two finite records overflow: no number)."""
+    if now is None or before is None:
+        return None
+    change = now - before
+    return change if math.isfinite(change) else None
 
 
 def _utc(seconds: int, fmt: str) -> str:

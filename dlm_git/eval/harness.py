@@ -26,15 +26,17 @@ import io
 import logging
 import math
 import os
+import posixpath
 import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dlm_git.errors import DlmGitError
 from dlm_git.eval.record import BATCH_SIZE, EvalError
-from dlm_git.eval.taskdef import TaskDef, map_files
-from dlm_git.hashing import float_hex
+from dlm_git.eval.taskdef import TaskDef, map_files, worktree
+from dlm_git.hashing import canonical_text, float_hex, sha256_bytes
 
 HARNESS = "lm-eval"
 HARNESS_VERSION = "0.4.13"
@@ -81,7 +83,6 @@ def _run_all(
 def _one_line(task: TaskDef) -> Iterator[None]:
     """What a task's bytes can make lm-eval raise (a template refused by the sandbox or
     naming no column, data that does not load or lacks a split), as one `EvalError`."""
-    from datasets.exceptions import DatasetsError
     from jinja2 import TemplateError
     from jinja2.exceptions import SecurityError
 
@@ -93,7 +94,9 @@ def _one_line(task: TaskDef) -> Iterator[None]:
         ) from None
     except TemplateError as exc:
         raise EvalError(task.path, f"a template fails: {_first(exc)}", _FIX) from None
-    except (DatasetsError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except DlmGitError:
+        raise
+    except Exception as exc:  # lm-eval and datasets raise many types, all from the task
         cause = exc.__cause__ or exc.__context__
         detail = _first(exc) + (f"; {_first(cause)}" if cause is not None else "")
         raise EvalError(
@@ -218,6 +221,22 @@ def settings_of(task: TaskDef, seed: int) -> dict[str, Any]:
     }
 
 
+def _checked_copies(task: TaskDef, repo_root: Path, cache: Path) -> dict[str, str]:
+    """Each data file of `task` copied under a plain name into `cache`, from the bytes
+    whose digest the record binds: `datasets` reads a data path as a glob pattern (and
+    follows links it finds), so it is handed only these copies, never a repository path."""
+    read = worktree(repo_root)
+    copies: dict[str, str] = {}
+    for i, (rel, sha) in enumerate(sorted(task.data.items())):
+        raw = read(rel)
+        if raw is None or sha256_bytes(canonical_text(raw)) != sha:
+            raise EvalError(rel, "changed while the evaluation ran", "run `dlm-git eval` again")
+        dest = cache / f"data-{len(os.listdir(cache))}-{i}{posixpath.splitext(rel)[1]}"
+        dest.write_bytes(raw)
+        copies[rel] = str(dest)
+    return copies
+
+
 def _run_one(lm: Any, task: TaskDef, seed: int, cache: str, repo_root: Path) -> dict[str, Any]:
     """One task run and its record entry (see `docs/eval.md`, "The record")."""
     from lm_eval import simple_evaluate
@@ -226,7 +245,8 @@ def _run_one(lm: Any, task: TaskDef, seed: int, cache: str, repo_root: Path) -> 
 
     settings = settings_of(task, seed)
     config = dict(task.config)
-    files = map_files(config["dataset_kwargs"]["data_files"], lambda rel: str(repo_root / rel))
+    copies = _checked_copies(task, repo_root, Path(cache))
+    files = map_files(config["dataset_kwargs"]["data_files"], copies.__getitem__)
     config["dataset_kwargs"] = {"data_files": files, "cache_dir": cache}
     built = ConfigurableTask(config=config)
     results = simple_evaluate(

@@ -59,6 +59,9 @@ _CODE_KEYS = {
 }
 
 
+_PATTERN = re.compile(r"[*?\[\]{}]")
+"""What `datasets` (fsspec's glob) reads as a pattern in a data path."""
+
 Reader = Callable[[str], "bytes | None"]
 """The bytes of a repository path that names a regular file (None: no such file): the
 work tree's (`worktree`), or a commit's for a verifier reading git objects."""
@@ -167,6 +170,12 @@ def repo_file(read: Reader, base_rel: str, entry: object, what: str) -> tuple[st
             f"{what} {entry!r:.80}",
             "is not a path relative to its directory (remote and absolute paths are refused)",
             "commit the file in the repository and name it by a relative path",
+        )
+    if _PATTERN.search(entry) or "${" in entry:
+        raise EvalError(  # `datasets` globs a data path; DVC interpolates `${...}`
+            f"{what} {entry!r:.80}",
+            "holds a pattern character (* ? [ ] { } or ${)",
+            "name each file by its plain relative path",
         )
     rel = posixpath.normpath(posixpath.join(base_rel, entry))
     bad = problem(rel) if not rel.startswith("../") and rel != ".." else "is outside it"

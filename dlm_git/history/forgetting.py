@@ -28,7 +28,7 @@ from dlm_git.errors import DlmGitError
 from dlm_git.history.records import json_object
 from dlm_git.history.scores import VAL_KEYS, Move, move_json
 from dlm_git.history.sides import adapter_weights, describe, load
-from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
+from dlm_git.layout import ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAME
 from dlm_git.safeparse import dig
 
 if TYPE_CHECKING:
@@ -89,11 +89,32 @@ def forgetting(
         weights = adapter_weights(side, work / sub, fetch)
         if isinstance(weights, str):
             return Forgetting(skipped=f"{describe(side.tree)}: {weights}")
+        unbound = _unbound(side, weights)
+        if unbound is not None:
+            return Forgetting(skipped=f"{describe(side.tree)}: {unbound}")
         dirs.append(weights.parent)
     try:
         return _score(loaded, flags, dirs, tiny_dir)
     except DlmGitError as exc:
         return Forgetting(skipped=exc.one_line())
+    except Exception as exc:  # an adapter the model cannot take: a number is not owed
+        return Forgetting(skipped=f"the adapters do not load: {type(exc).__name__}")
+
+
+def _unbound(side: DocAt, weights: Path) -> str | None:
+    """Why these weights are not the adapter the side's manifest records (dvc.lock, which
+    named them, is the commit's bytes), or None."""
+    from dlm_git.hashing import sha256_file
+    from dlm_git.safeparse import dig, load_json
+
+    try:
+        manifest = load_json((side.manifest or b"").decode("utf-8"), finite=True)
+    except (UnicodeDecodeError, ValueError):
+        return "its manifest.json does not parse"
+    recorded = dig(manifest, "adapter", "files", ADAPTER_WEIGHTS, "sha256")
+    if not isinstance(recorded, str) or recorded != sha256_file(weights):
+        return "its adapter is not the one its manifest.json records"
+    return None
 
 
 def _rows_of(side: DocAt, tmp: Path) -> tuple[LoadedDocument, dict[str, Any]] | str:

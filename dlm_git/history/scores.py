@@ -191,7 +191,11 @@ class Move:
 
     @property
     def change(self) -> float | None:
-        return None if self.old is None or self.new is None else self.new - self.old
+        """None where a side has none, or where two finite numbers overflow (no number)."""
+        if self.old is None or self.new is None:
+            return None
+        change = self.new - self.old
+        return change if math.isfinite(change) else None
 
 
 @dataclass(frozen=True)

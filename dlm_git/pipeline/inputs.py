@@ -52,6 +52,7 @@ KEEP = {"cache": False, "persist": True}
 """A record's out: committed to git, and never deleted by DVC before the command runs
 (a stage refused as stale leaves the last record where it was, not a deleted file)."""
 FIX_PARAMS = "fix params.yaml"
+FIX_DOCUMENTS = "list each document's directory (it holds one .dlm)"
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,13 @@ def listed_documents(root: Path) -> list[str]:
         raise DlmGitError(
             "params.yaml", f"'{DOCUMENTS_KEY}' is not a list of directories", "make it one"
         )
+    if len(set(listed)) != len(listed):
+        raise DlmGitError(
+            "params.yaml", f"{DOCUMENTS_KEY}: a directory is listed twice", "list each once"
+        )
     for rel in listed:
+        if "${" in rel:  # DVC would interpolate it where dlm-git reads it as written
+            raise DlmGitError("params.yaml", f"{DOCUMENTS_KEY}: '{rel}' holds '${{'", "rename it")
         unsafe = None if rel == "." else problem(rel)
         if unsafe is not None:  # `dlm.inputs.json` is written under each: never elsewhere
             raise DlmGitError(
@@ -126,13 +133,32 @@ def plan(root: Path, documents: list[str], *, records: bool = True) -> Plan:
         posixpath.normpath(posixpath.join(rel, name)) for rel in documents for name in OUTPUT_NAMES
     }
     outputs |= {_record_path(rel) for rel in documents}
-    return Plan(tuple(_doc_inputs(root, rel, outputs, records) for rel in documents))
+    hidden = _dvcignored(root)
+    return Plan(tuple(_doc_inputs(root, rel, outputs, records, hidden) for rel in documents))
 
 
-def _doc_inputs(root: Path, rel: str, outputs: set[str], records: bool) -> DocInputs:
+def _dvcignored(root: Path) -> str | None:
+    """Why DVC may not see every input: a `.dvcignore` with a rule (DVC hashes a
+    directory dep without what it ignores, so an ignored source's edit would leave
+    `dvc status` clean). None: no rule (`dvc init` writes comments only)."""
+    path = root / ".dvcignore"
+    if not path.is_file() or path.is_symlink():
+        return None
+    lines = path.read_bytes().decode("utf-8", "replace").splitlines()
+    rules = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return ".dvcignore has rules: DVC may not see every input" if rules else None
+
+
+def _doc_inputs(
+    root: Path, rel: str, outputs: set[str], records: bool, hidden: str | None
+) -> DocInputs:
     if os.path.realpath(root / rel) != os.path.normpath(os.path.join(os.path.realpath(root), rel)):
         raise DlmGitError(  # `dlm.inputs.json` would be written wherever the link points
             f"{rel}", "is reached through a symbolic link", "list the real directory instead"
+        )
+    if not (root / rel).is_dir():
+        raise DlmGitError(
+            "params.yaml", f"{DOCUMENTS_KEY}: '{rel}' is not a directory", FIX_DOCUMENTS
         )
     loaded = load_document(root / rel)
     dlm = (
@@ -151,6 +177,9 @@ def _doc_inputs(root: Path, rel: str, outputs: set[str], records: bool) -> DocIn
     untracked += [why] if why else []
     task_deps, tasks = _task_inputs(loaded)
     deps += task_deps
+    untracked += [f"'{d}' holds '${{', which DVC interpolates" for d in deps if "${" in d]
+    deps = [d for d in deps if "${" not in d]
+    untracked += [hidden] if hidden else []
     record: dict[str, Any] = {
         "document": dlm,
         "dlm_sha256": loaded.doc.sha256,

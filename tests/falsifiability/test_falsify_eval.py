@@ -53,6 +53,9 @@ def evaluated(verified_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     doc = root / DOC / f"{DOC}.dlm"
     doc.write_text(doc.read_text("utf-8").rstrip("\n") + "\n" + MORE_QA, "utf-8")
     name_tasks(doc, write_tasks(root / DOC))
+    # the task files are inputs: `init` writes them into the `inputs` stage (dvc repro
+    # refuses the stage until then, docs/pipeline.md)
+    run(["dlm-git", "init", "--no-hooks"], root)
     run(["dvc", "repro"], root)
     commit_all(root, "evaluate with tasks")
     record = json.loads((root / EVAL).read_bytes())

@@ -170,6 +170,8 @@ def test_an_include_cycle_is_refused(repo: Path) -> None:
         ("https://example.com/x.jsonl", "remote"),
         ("../../../outside.jsonl", "outside"),
         ("nope.jsonl", "no such file"),
+        ("'*.jsonl'", "pattern character"),  # `datasets` would glob it: unbound files
+        ("mc[1].jsonl", "pattern character"),
     ],
 )
 def test_data_that_is_remote_outside_or_missing_is_refused(

@@ -8,6 +8,7 @@ Each test is a real git work tree with real `.dlm` documents; the stage is what
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,34 @@ def test_the_task_files_a_document_names_are_deps_and_recorded(
     (git_repo / "a" / "evals" / "mc.jsonl").write_text('{"question": "q"}\n', "utf-8")
     with pytest.raises(DlmGitError):  # swapped data the trust rule refuses: one line
         plan(git_repo, ["a"])
+
+
+def test_what_dvc_would_read_otherwise_is_not_watched_and_said(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    (git_repo / "a" / "notes${x}").mkdir(parents=True)  # DVC interpolates `${x}` in dvc.yaml
+    _doc(write_doc, git_repo, "a", "notes${x}")
+    inputs = plan(git_repo, ["a"])
+    assert inputs.stage()["deps"] == ["a/doc.dlm"]
+    assert inputs.untracked == ["a: 'a/notes${x}' holds '${', which DVC interpolates"]
+    (git_repo / ".dvcignore").write_text("# comments only, as dvc init writes\n", "utf-8")
+    assert "always_changed" not in plan(git_repo, []).stage()
+    (git_repo / ".dvcignore").write_text("*.md\n", "utf-8")  # a rule: DVC hides inputs
+    (git_repo / "b" / "notes").mkdir(parents=True)
+    _doc(write_doc, git_repo, "b", "notes")
+    assert plan(git_repo, ["b"]).untracked == [
+        "b: .dvcignore has rules: DVC may not see every input"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("listed", "problem"),
+    [(["a", "a"], "listed twice"), (["a/doc.dlm"], "is not a directory"), (["a${x}"], "'${'")],
+)
+def test_a_documents_list_dvc_cannot_use_as_written_is_refused(
+    git_repo: Path, write_doc: WriteDoc, listed: list[str], problem: str
+) -> None:
+    _doc(write_doc, git_repo, "a")
+    _params(git_repo, *listed)
+    with pytest.raises(DlmGitError, match=re.escape(problem)):
+        plan(git_repo, listed_documents(git_repo))
