@@ -200,7 +200,7 @@ def evaluate(
             "decoding": "greedy",
             "exact_match": "strip",
         },
-        "val": held_out_losses(loaded, resolved, model, env.device),
+        "val": held_out_losses(loaded, resolved, model, env.device, use_cache=not replay),
         "probes": [answer_probe(model, tokenizer, p, env.device, template) for p in probes],
         "tasks": run_tasks(tasks, model, resolved.path, fm.training.seed, loaded.repo_root),
     }

@@ -79,7 +79,12 @@ def rows_loss(model: PeftModel, sequences: Iterable[Sequence], device: str) -> L
 
 
 def held_out_losses(
-    loaded: LoadedDocument, resolved: ResolvedBase, model: PeftModel, device: str
+    loaded: LoadedDocument,
+    resolved: ResolvedBase,
+    model: PeftModel,
+    device: str,
+    *,
+    use_cache: bool = True,
 ) -> dict[str, Any] | None:
     """`val` of the record: the losses of the rows `training.val_fraction` holds out, by
     mode; None when the split is off. The held-out rows' tokens come from `tokens/` or
@@ -89,7 +94,8 @@ def held_out_losses(
     training = loaded.doc.frontmatter.training
     if training.val_fraction is None:
         return None
-    tok = load_or_tokenize(loaded, resolved, use_cache=training.cache.enabled)
+    # a replay's temp tree has no git directory for the token cache: it tokenizes afresh
+    tok = load_or_tokenize(loaded, resolved, use_cache=use_cache and training.cache.enabled)
     chat = _chat_row_ids(loaded, tok.template_kind)
     held = list(tok.held_out or [])
     by_mode = {

@@ -71,6 +71,8 @@ def test_a_split_trains_without_its_held_out_rows_and_replays_bitwise(forge: Any
     assert manifest["tokens"]["rows"] == 4  # the whole document: prose, 2 pairs, 1 source
     split_root = manifest["adapter"]["tensor_root"]
 
+    # the adapter changed: its eval record is made again (`eval.binding` refuses a stale one)
+    run(["dlm-git", "eval", DOC, "--tiny-dir", "bases/tiny"], forge.root)
     run(["dvc", "commit", "-f", "-q", TRAIN_STAGE], forge.root)
     git(forge.root, "add", "-A")
     git(forge.root, "commit", "-q", "--no-verify", "-m", "held-out split")

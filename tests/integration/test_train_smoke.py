@@ -35,6 +35,8 @@ def test_a_smoke_run_is_recorded_and_replays_bitwise(forge: Any) -> None:
     assert lock["determinism_flags"]["max_steps"] == 1
     assert manifest["adapter"]["tensor_root"] != before["adapter"]["tensor_root"]
 
+    # the adapter changed: its eval record is made again (`eval.binding` refuses a stale one)
+    run(["dlm-git", "eval", DOC, "--tiny-dir", "bases/tiny"], forge.root)
     run(["dvc", "commit", "-f", "-q", TRAIN_STAGE], forge.root)
     git(forge.root, "add", "-A")
     git(forge.root, "commit", "-q", "--no-verify", "-m", "smoke run")
