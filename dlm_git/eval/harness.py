@@ -7,8 +7,10 @@ Invariants:
 - Offline: `HF_DATASETS_OFFLINE` and `HF_HUB_OFFLINE` are set before `datasets` or
   lm-eval is imported; the JSONL data is read from the repository into a throwaway
   datasets cache (nothing is kept in the user's cache between runs).
-- Templates render in a sandboxed Jinja environment (`ImmutableSandboxedEnvironment`):
-  a template reaches no Python attribute that runs code.
+- Templates render in the bounded sandbox (`eval.sandbox`, an
+  `ImmutableSandboxedEnvironment`): a template reaches no Python attribute that runs
+  code, and each render stays within fixed bounds (text, loop steps, work) or is one
+  `EvalError` line; `regex_replace` is not registered (a commit's pattern can backtrack).
 - Fixed settings, recorded per task (`SETTINGS`): batch size 1, the document's seed for
   every RNG lm-eval seeds, no sample limit, no bootstrap (stderr is not computed: it is
   random), the task's `num_fewshot` (0 if unset) and greedy `max_gen_toks`.
@@ -35,14 +37,13 @@ from typing import Any
 
 from dlm_git.errors import DlmGitError
 from dlm_git.eval.record import BATCH_SIZE, EvalError
-from dlm_git.eval.taskdef import TaskDef, map_files, worktree
+from dlm_git.eval.taskdef import INSTALL_HINT, TaskDef, map_files, worktree
 from dlm_git.hashing import canonical_text, float_hex, sha256_bytes
 
 HARNESS = "lm-eval"
 HARNESS_VERSION = "0.4.13"
 DEFAULT_MAX_GEN_TOKS = 256
 """lm-eval's own default for `generation_kwargs.max_gen_toks`."""
-INSTALL_HINT = "install the eval extra: pip install 'dlm-git[eval]'"
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
 
@@ -86,8 +87,16 @@ def _one_line(task: TaskDef) -> Iterator[None]:
     from jinja2 import TemplateError
     from jinja2.exceptions import SecurityError
 
+    from dlm_git.eval.templatebudget import OverBudget, TemplateRefused
+
     try:
         yield
+    except TemplateRefused as exc:
+        raise EvalError(task.path, f"a template is refused: {_first(exc)}", _RULES) from None
+    except OverBudget as exc:
+        raise EvalError(
+            task.path, f"a template is over its bounds: {_first(exc)}", _BOUNDS
+        ) from None
     except SecurityError as exc:
         raise EvalError(
             task.path, f"a template reaches unsafe Python ({_first(exc)}): refused", _SANDBOX
@@ -105,6 +114,8 @@ def _one_line(task: TaskDef) -> Iterator[None]:
 
 
 _SANDBOX = "templates are rendered sandboxed; use the row's fields only (docs/eval.md, 'Tasks')"
+_RULES = "templates use the tags, filters and methods docs/eval.md lists ('Tasks')"
+_BOUNDS = "a render builds at most 1 Mi characters in 1 Mi loop steps (docs/eval.md, 'Tasks')"
 _FIX = "check the task's templates and splits against its JSONL rows"
 
 
@@ -188,17 +199,14 @@ def _no_probes() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _sandboxed_templates() -> Iterator[None]:
-    """lm-eval's template environment replaced by a sandboxed one with its settings."""
+    """lm-eval's template environment replaced by the bounded sandbox (`eval.sandbox`:
+    lm-eval's settings, sandboxed, every render within fixed bounds)."""
     import lm_eval.utils as lm_utils
-    from jinja2 import BaseLoader, StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    sandbox = ImmutableSandboxedEnvironment(
-        loader=BaseLoader(), undefined=StrictUndefined, keep_trailing_newline=True
-    )
-    sandbox.filters["regex_replace"] = lm_utils.regex_replace
+    from dlm_git.eval.sandbox import BoundedSandbox
+
     saved = lm_utils.env
-    lm_utils.env = sandbox
+    lm_utils.env = BoundedSandbox()
     try:
         yield
     finally:

@@ -16,8 +16,11 @@ Invariants:
   that would run code (`process_results`, `process_docs`, `custom_dataset`, `class`,
   filters, a metric lm-eval would fetch) or read remote data is refused in one
   `EvalError` line naming the file and line, with a hint.
-- Templates (`doc_to_*`) are data here; they are rendered in a sandboxed Jinja
-  environment by `eval.harness`, never in lm-eval's unsandboxed one.
+- A template lm-eval renders (`TEMPLATE_KEYS`) is judged here by the bounded sandbox's
+  rules (`eval.sandbox.problem`: the allow-list of tags, filters and methods), so a
+  template it would refuse is refused before anything runs; templates render only in
+  that sandbox (`eval.harness`), never in lm-eval's unsandboxed environment. jinja2
+  is imported only when a task file sets one of those keys to text.
 - A `TaskDef` carries the sha256 of the task file, of each included file and of each
   data file, by repository path: what the record states and verify compares.
 - Imports nothing heavy (verify's hash level reads task files through it).
@@ -48,6 +51,8 @@ MAX_TASK_BYTES = 1 << 20
 COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
 _CODE_HINT = "dlm-git runs declarative tasks only; see docs/eval.md, 'Tasks'"
+_TEMPLATE_HINT = "use the tags, filters and methods docs/eval.md lists ('Tasks', templates)"
+INSTALL_HINT = "install the eval extra: pip install 'dlm-git[eval]'"
 _CODE_KEYS = {
     "process_results": "a Python hook",
     "process_docs": "a Python hook",
@@ -300,6 +305,27 @@ def _judge(data: dict[str, Any], source: _Source) -> None:
         wrong = rule(value)
         if wrong is not None:
             raise _refuse(source, key, wrong, "see docs/eval.md, 'Tasks'")
+        if key in TEMPLATE_KEYS and isinstance(value, str):
+            _check_template(source, key, value)
+
+
+TEMPLATE_KEYS = ("doc_to_text", "doc_to_target", "doc_to_choice", "description")
+"""The keys lm-eval renders as Jinja templates (a value naming a column is not rendered,
+and it is one plain text: always accepted)."""
+
+
+def _check_template(source: _Source, key: str, value: str) -> None:
+    """A template outside what the bounded sandbox renders is refused here, before
+    anything runs, as it would be at render (`eval.sandbox.problem`, one rule)."""
+    try:
+        from dlm_git.eval.sandbox import problem
+    except ImportError:
+        raise _refuse(
+            source, key, "is a template, and jinja2 is not installed to judge it", INSTALL_HINT
+        ) from None
+    why = problem(value)
+    if why is not None:
+        raise _refuse(source, key, f"is a template dlm-git does not render: {why}", _TEMPLATE_HINT)
 
 
 def _check_dataset(config: dict[str, Any], source: _Source) -> None:

@@ -123,7 +123,23 @@ BAD_INPUT = {
         lambda d: _mc(d, MC_YAML.replace("dataset_path: json", "dataset_path: allenai/ai2_arc")),
         ("demo/evals/mc.yaml:2", "no download"),
     ),
+    "template-outside-the-rules": (  # a 10 GB text: refused before anything loads
+        lambda d: _mc(d, MC_YAML.replace("{{question}}", "{{question * 10**10}}")),
+        ("demo/evals/mc.yaml:8", "does not render", "the operator *"),
+    ),
+    "template-over-its-bounds": (  # 4e8 loop steps from a row's size: stopped at render
+        lambda d: _long_rows(
+            d, "{% for a in question %}{% for b in question %}.{% endfor %}{% endfor %}"
+        ),
+        ("demo/evals/mc.yaml", "over its bounds", "loops run over"),
+    ),
 }
+
+
+def _long_rows(doc_dir: Path, template: str) -> None:
+    _mc(doc_dir, MC_YAML.replace("Question: {{question}}\\nAnswer:", template))
+    row = {"question": "q" * 20_000, "choices": ["a", "b"], "label": 0}
+    (doc_dir / "evals" / "mc.jsonl").write_text(json.dumps(row) + "\n", "utf-8")
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUT))
