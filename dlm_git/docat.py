@@ -11,6 +11,9 @@ Invariants:
   Blobs are read in batches through one `cat-file --batch` process per tree, by object
   id; work-tree files through `fsutil.read_regular` (a FIFO or device is one line naming
   it, never a wait). Many documents of one tree cost a fixed number of git processes.
+- Every revision reports its symbolic links (`TreeAt.symlinks`, `TreeAt.linked`): a
+  commit's and the index's from their listing (mode `120000`), the work tree's from the
+  disk, so a link refused in a commit is refused in the work tree and the index first.
 - Which documents a tree holds is `docset.documents` on that one listing, with ONE
   treatment of a `params.yaml` that nests too deep at every revision: `docset.read_params`'s
   `DlmGitError` naming `<rev>:params.yaml` with the fix (`TreeAt.params`; fsck's history
@@ -202,13 +205,27 @@ class TreeAt:
         return {path: (mode, oid) for mode, _, oid, path in self._commit.entries}
 
     def symlinks(self, dirs: Sequence[str]) -> list[str]:
-        """The symbolic links the tree holds under `dirs` (none for the work tree)."""
+        """The symbolic links the tree holds under `dirs` (the work tree's: on disk)."""
         wanted = set(dirs)
-        return [
-            p
-            for p, (mode, _) in self.entries.items()
-            if mode == gitio.SYMLINK_MODE and _under(p, wanted)
-        ]
+        return [p for p in self.entries if _under(p, wanted) and self._is_link(p)]
+
+    def linked(self, paths: Iterable[str]) -> set[str]:
+        """The paths among `paths` that are a symbolic link of this tree or lie below one
+        (a linked directory): what no reader of this tree takes as a file. One rule for
+        every revision: a commit's and the index's links are their listing's, the work
+        tree's are on disk (`lstat` of each component), so a link refused once committed
+        is refused in the work tree and the index before."""
+        found = set()
+        for path in paths:
+            parts = path.split("/")
+            if any(self._is_link("/".join(parts[:i])) for i in range(1, len(parts) + 1)):
+                found.add(path)
+        return found
+
+    def _is_link(self, path: str) -> bool:
+        if self.where is Rev.WORKTREE:
+            return os.path.islink(self.root / path)
+        return self.entries.get(path, ("", ""))[0] == gitio.SYMLINK_MODE
 
     def read(self, paths: Iterable[str]) -> dict[str, bytes | None]:
         """The bytes of the tree's files at `paths` (None where there is none)."""

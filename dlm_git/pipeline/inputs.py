@@ -16,9 +16,10 @@ Invariants:
   `documents:`), since DVC would not see that input change otherwise.
 - An input DVC cannot track (a directive outside the repository or over a directory that
   holds pipeline outputs, a base outside the repository, a registry key without a pinned
-  revision: none is today) makes the stage `always_changed`, and `init` names the
-  document and why: it then runs on every `dvc repro`, and when no `dlm.inputs.json`
-  changed DVC runs nothing after it.
+  revision: none is today; a directory under a `.dvcignore` with rules, or holding one,
+  `_dvcignored`) makes the stage `always_changed`, and `init` names the document and
+  why: it then runs on every `dvc repro`, and when no `dlm.inputs.json` changed DVC runs
+  nothing after it.
 - `dlm.inputs.json` holds digests of content only (no mtimes, no machine paths): it is
   committed, and the same on every checkout of the commit.
 """
@@ -53,6 +54,7 @@ KEEP = {"cache": False, "persist": True}
 (a stage refused as stale leaves the last record where it was, not a deleted file)."""
 FIX_PARAMS = "fix params.yaml"
 FIX_DOCUMENTS = "list each document's directory (it holds one .dlm)"
+IGNORE_FILE = ".dvcignore"
 
 
 @dataclass(frozen=True)
@@ -133,25 +135,57 @@ def plan(root: Path, documents: list[str], *, records: bool = True) -> Plan:
         posixpath.normpath(posixpath.join(rel, name)) for rel in documents for name in OUTPUT_NAMES
     }
     outputs |= {_record_path(rel) for rel in documents}
-    hidden = _dvcignored(root)
-    return Plan(tuple(_doc_inputs(root, rel, outputs, records, hidden) for rel in documents))
+    return Plan(tuple(_doc_inputs(root, rel, outputs, records) for rel in documents))
 
 
-def _dvcignored(root: Path) -> str | None:
-    """Why DVC may not see every input: a `.dvcignore` with a rule (DVC hashes a
-    directory dep without what it ignores, so an ignored source's edit would leave
-    `dvc status` clean). None: no rule (`dvc init` writes comments only)."""
-    path = root / ".dvcignore"
-    if not path.is_file() or path.is_symlink():
+def _dvcignored(root: Path, deps: list[str]) -> tuple[list[str], list[str]]:
+    """`deps` less the directories DVC cannot hash, and why DVC may not see every input,
+    by DVC's rules (`dvc/ignore.py`, `dvc_data/hashfile/build.py`): a directory dep is
+    hashed without what a `.dvcignore` above it ignores (the root's, or one in a directory
+    above the dep), so an ignored input's edit would leave `dvc status` clean; DVC refuses
+    to hash a directory holding a `.dvcignore` anywhere inside (`dvc repro` fails); a
+    file dep is hashed whatever the rules say. A `.dvcignore` of comments only (what
+    `dvc init` writes) hides nothing; one that is a link may hide anything."""
+    directories = [d for d in deps if (root / d).is_dir() and not (root / d).is_symlink()]
+    inside = {d: _ignore_files_under(root, d) for d in directories}
+    above = {""} if directories else set()
+    for dep in directories:
+        while "/" in dep:
+            dep = dep.rsplit("/", 1)[0]
+            above.add(dep)
+    why = [
+        f"'{d}' holds {found[0]}, which DVC refuses in a directory it hashes"
+        for d, found in inside.items()
+        if found
+    ]
+    rules = {
+        rel: _ignore_rules(root / rel) for rel in (posixpath.join(d, IGNORE_FILE) for d in above)
+    }
+    why += [f"{rel} {w}: DVC may not see every input" for rel, w in sorted(rules.items()) if w]
+    return [d for d in deps if not inside.get(d)], why
+
+
+def _ignore_files_under(root: Path, dep: str) -> list[str]:
+    """The `.dvcignore` files inside directory dep `dep` (links are not walked into)."""
+    return sorted(
+        Path(here, IGNORE_FILE).relative_to(root).as_posix()
+        for here, _, files in os.walk(root / dep)
+        if IGNORE_FILE in files
+    )
+
+
+def _ignore_rules(path: Path) -> str | None:
+    """What makes the `.dvcignore` at `path` hide files from DVC (None: it does not)."""
+    if path.is_symlink():
+        return "is a symbolic link"
+    if not path.is_file():
         return None
     lines = path.read_bytes().decode("utf-8", "replace").splitlines()
     rules = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-    return ".dvcignore has rules: DVC may not see every input" if rules else None
+    return "has rules" if rules else None
 
 
-def _doc_inputs(
-    root: Path, rel: str, outputs: set[str], records: bool, hidden: str | None
-) -> DocInputs:
+def _doc_inputs(root: Path, rel: str, outputs: set[str], records: bool) -> DocInputs:
     if os.path.realpath(root / rel) != os.path.normpath(os.path.join(os.path.realpath(root), rel)):
         raise DlmGitError(  # `dlm.inputs.json` would be written wherever the link points
             f"{rel}", "is reached through a symbolic link", "list the real directory instead"
@@ -179,7 +213,8 @@ def _doc_inputs(
     deps += task_deps
     untracked += [f"'{d}' holds '${{', which DVC interpolates" for d in deps if "${" in d]
     deps = [d for d in deps if "${" not in d]
-    untracked += [hidden] if hidden else []
+    deps, hidden = _dvcignored(root, deps)
+    untracked += hidden
     record: dict[str, Any] = {
         "document": dlm,
         "dlm_sha256": loaded.doc.sha256,

@@ -5,8 +5,11 @@ Invariants:
 - Runs only after a bitwise replay of a commit whose `eval.json` passed `eval.binding`
   (no record: no check; a record the hash level refused is already FAILED there). The
   replayed document directory gets the commit's own `manifest.json` and `dlm.lock`
-  bytes (its adapter is the recorded one), and `eval.run.run_eval` evaluates it under
-  the lock's numerics profile, threads and device, pinned as it pins itself.
+  bytes (its adapter is the recorded one), the replay tree every file the record names
+  (task files, includes, data: in the document's directory or anywhere else in the
+  repository), taken from the commit's blobs by the rule `eval.binding` judged them by
+  (`evalbinding.task_files`), and `eval.run.run_eval` evaluates it under the lock's
+  numerics profile, threads and device, pinned as it pins itself.
 - Equal bytes pass. Otherwise the first differing field is named (a JSON path: which
   score, which probe's answer): FAILED where this dlm-git expects bits
   (`numerics.judge.expect_bits`, from the replay's own facts), else ABSENT (the verdict
@@ -22,29 +25,71 @@ from pathlib import Path
 from typing import Any
 
 from dlm_git import gitio
-from dlm_git.contract.outcome import Check, Outcome, absent, failed, passed, short
+from dlm_git.contract.outcome import (
+    Check,
+    CheckAbsent,
+    CheckFailed,
+    Outcome,
+    absent,
+    failed,
+    passed,
+    short,
+)
 from dlm_git.docat import prefix_of
 from dlm_git.errors import DlmGitError
 from dlm_git.layout import EVAL_NAME, LOCK_NAME, MANIFEST_NAME
 from dlm_git.safeparse import load_json
 from dlm_git.verify.evalbinding import CHECK as BINDING
+from dlm_git.verify.evalbinding import parse_record, task_files
 from dlm_git.verify.report import DocReport, Verdict
 
 CHECK = "eval.replay"
 
 
 def replay_eval(
-    root: Path, sha: str, report: DocReport, doc_dir: Path, expect: Callable[[], Any]
+    root: Path, sha: str, report: DocReport, tree: Path, expect: Callable[[], Any]
 ) -> Check | None:
     """`eval.replay` of commit `sha`'s document (`report`, its hash level), replayed bit
-    for bit into `doc_dir`; None when its eval record did not pass `eval.binding` (none,
-    or judged there)."""
+    for bit into the replay tree `tree` (the document at `tree/<doc>`); None when its
+    eval record did not pass `eval.binding` (none, or judged there)."""
     bound = next((c for c in report.checks if c.name == BINDING), None)
     if bound is None or not bound.ok:
         return None
     names = {f"{sha}:{prefix_of(report.doc)}{n}": n for n in (EVAL_NAME, MANIFEST_NAME, LOCK_NAME)}
     blobs = gitio.cat_files(list(names), root)
-    return eval_replay(doc_dir, {n: blobs.get(spec) for spec, n in names.items()}, expect)
+    recorded = {n: blobs.get(spec) for spec, n in names.items()}
+    unplaced = place_task_files(root, sha, recorded[EVAL_NAME], tree)
+    if unplaced is not None:
+        return absent(CHECK, unplaced)
+    return eval_replay(tree / report.doc, recorded, expect)
+
+
+def place_task_files(root: Path, sha: str, record: bytes | None, tree: Path) -> str | None:
+    """Write every file commit `sha`'s eval record names (task files, includes, data)
+    into the replay tree `tree`, wherever in the repository it lies: the commit's blobs
+    as `eval.binding` bound them (`evalbinding.task_files`: repository paths, no link nor
+    below one, the recorded sha256). A file the tree already holds stays (the commit's
+    own, or what the replay wrote): other bytes there are a reason. None, or why not."""
+    from dlm_git.docat import TreeAt
+
+    try:
+        tasks = parse_record(record or b"")["tasks"]
+        with TreeAt(root, sha) as at:
+            files = task_files(at, tasks)
+    except (CheckFailed, CheckAbsent) as exc:
+        return f"the task files cannot be taken from the commit: {exc}"
+    for path, data in files.items():
+        target = tree / path  # `paths.problem` accepted it; the tree holds no link
+        try:
+            if target.exists():
+                if target.read_bytes() != data:
+                    return f"task file '{short(path)}' is also a file the replay wrote"
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except OSError as exc:
+            return f"task file '{short(path)}' cannot be written for the replay ({exc.strerror})"
+    return None
 
 
 def with_eval(verdict: Verdict, check: Check | None) -> Verdict:

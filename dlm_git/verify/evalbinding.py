@@ -13,7 +13,8 @@ Invariants:
   manifest records, `manifest_sha256` = sha256 of the revision's `manifest.json` bytes,
   `numerics` = the lock's profile and threads, and every task file, include and data
   file it names has, at that revision, the sha256 it states (a path `paths.problem`
-  refuses, a symbolic link or a missing file fails).
+  refuses, a missing file, or a symbolic link or a path below one fails: the work tree
+  and the index report links as a commit does, `DocAt.tree.linked`).
 - What the record says of itself holds: every float equals its `*_hex` bits, every
   probe's `exact_match` is `eval.probes.exact_match` of its texts, and
   `eval_metrics.json` is `eval.record.metrics_of(record)`, compared as parsed values:
@@ -31,7 +32,7 @@ from typing import Any
 
 from dlm_git.contract.outcome import CheckAbsent, CheckFailed, Checks, short
 from dlm_git.contract.shapes import BOOL, INT, NUM, STR, Shape, shape_problem
-from dlm_git.docat import DocAt
+from dlm_git.docat import DocAt, TreeAt
 from dlm_git.eval.probes import exact_match
 from dlm_git.eval.record import EVAL_VERSION, MODES, metrics_of
 from dlm_git.hashing import canonical_text, sha256_bytes
@@ -203,16 +204,30 @@ def _task_files(tasks: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
 
 def bind_tasks(doc: DocAt, tasks: dict[str, Any]) -> None:
     """Every file a task names is, at this revision, the one that was evaluated."""
+    task_files(doc.tree, tasks)
+
+
+def task_files(tree: TreeAt, tasks: dict[str, Any]) -> dict[str, bytes]:
+    """The bytes of every file the (checked) `tasks` of an eval record name, by repository
+    path, read from `tree`: each a repository path, no link nor below one, there, and of
+    the sha256 the record states; else `CheckFailed` naming the first that is not. The
+    one rule of what a task file is: `eval.binding` judges by it, and `eval.replay`
+    writes its replay tree's task files from it."""
     named = list(_task_files(tasks))
     for name, path, _ in named:
         if problem(path) is not None:
             raise CheckFailed(f"task {_q(name)} names {_q(path)}: not a repository path")
     paths = [path for _, path, _ in named]
-    links = set(doc.tree.symlinks(paths))  # (none listed for the work tree)
-    found = doc.tree.read(paths)
+    links = tree.linked(paths)  # the work tree's too: refused before it is committed
+    found = tree.read([path for path in paths if path not in links])
     for name, path, sha in named:
+        if path in links:
+            raise CheckFailed(
+                f"task {_q(name)}: {_q(path)} is a symbolic link or lies under one"
+                " (no task file is read through a link: commit the file itself)"
+            )
         data = found.get(path)
-        if path in links or data is None:
+        if data is None:
             raise CheckFailed(
                 f"task {_q(name)}: {_q(path)} is not a file of this revision"
                 " (a task file gone after evaluation)"
@@ -223,6 +238,7 @@ def bind_tasks(doc: DocAt, tasks: dict[str, Any]) -> None:
                 f"task {_q(name)}: {_q(path)} has sha256 {got[:16]}, not"
                 f" the {short(sha)} that was evaluated (changed after evaluation)"
             )
+    return {path: found[path] or b"" for path in paths}
 
 
 def _q(text: str) -> str:

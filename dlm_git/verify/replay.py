@@ -184,7 +184,7 @@ def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> Doc
     checks = [*checks, passed("replay", f"bitwise identical adapter {recorded_sha[:16]}")]
     verdict = Verdict.BITWISE if report.ok else report.verdict
     evaluated = replay_eval(
-        done.root, done.sha, report, done.adapter_dir.parent, lambda: _expectation(done)
+        done.root, done.sha, report, done.work / "tree", lambda: _expectation(done)
     )
     checks += [evaluated] if evaluated is not None else []
     return _with(report, checks, with_eval(verdict, evaluated), notes)

@@ -131,6 +131,21 @@ def test_fsck_reports_a_too_deep_params_as_verify_does_and_fails(git_repo: Path)
     assert report["errors"] == [{"commit": sha, "path": "params.yaml", "error": line}]
 
 
+def test_every_revision_reports_its_links_and_what_lies_below_one(git_repo: Path) -> None:
+    """One rule: a link (to a file or a directory) is one at every revision, the work
+    tree's too, so what a commit would refuse is refused before it is committed."""
+    write_files(git_repo, {"tasks/real.jsonl": "{}\n", "notes/n.md": "text\n"})
+    (git_repo / "tasks" / "link.jsonl").symlink_to("real.jsonl")
+    (git_repo / "linked").symlink_to("tasks")
+    sha = commit_all(git_repo, "links")
+    asked = ["tasks/real.jsonl", "tasks/link.jsonl", "linked/real.jsonl", "notes/n.md"]
+    for tree in trees(git_repo, sha):
+        with tree:
+            assert tree.linked(asked) == {"tasks/link.jsonl", "linked/real.jsonl"}, tree.label
+            assert tree.symlinks(["tasks"]) == ["tasks/link.jsonl"], tree.label
+            assert tree.symlinks(["."]) == ["linked", "tasks/link.jsonl"], tree.label
+
+
 def test_materialize_writes_the_document_and_its_sources_only(
     git_repo: Path, tmp_path: Path
 ) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -237,6 +239,78 @@ def test_what_dvc_would_read_otherwise_is_not_watched_and_said(
     _doc(write_doc, git_repo, "b", "notes")
     assert plan(git_repo, ["b"]).untracked == [
         "b: .dvcignore has rules: DVC may not see every input"
+    ]
+
+
+def _dvc(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dvc", *args], cwd=repo, capture_output=True, text=True
+    )
+
+
+def _watch(repo: Path, dep: str) -> subprocess.CompletedProcess[str]:
+    """`dvc repro` of a stage that depends on `dep` alone: what DVC sees of it is recorded."""
+    (repo / "dvc.yaml").write_text(
+        yaml.safe_dump({"stages": {"watch": {"cmd": "true", "deps": [dep]}}}), "utf-8"
+    )
+    return _dvc(repo, "repro")
+
+
+def _ignoring_repo(repo: Path, write_doc: WriteDoc) -> Path:
+    """Document `a` reading `a/notes` (`seen.md`, `sub/hidden.md`) in a DVC repository,
+    with a `.dvcignore` rule DVC never reads for it; the hidden file."""
+    notes = repo / "a" / "notes"
+    (notes / "sub").mkdir(parents=True)
+    (notes / "sub" / "hidden.md").write_text("one\n", "utf-8")
+    (notes / "seen.md").write_text("two\n", "utf-8")
+    _doc(write_doc, repo, "a", "notes")
+    assert _dvc(repo, "init", "-q").returncode == 0
+    (repo / "unrelated").mkdir()
+    (repo / "unrelated" / ".dvcignore").write_text("*.md\n", "utf-8")
+    assert plan(repo, ["a"]).untracked == []
+    return notes / "sub" / "hidden.md"
+
+
+@pytest.mark.parametrize("where", ["a", "."])
+def test_a_dvcignore_above_an_input_directory_is_said(
+    git_repo: Path, write_doc: WriteDoc, where: str
+) -> None:
+    hidden = _ignoring_repo(git_repo, write_doc)
+    rules = git_repo / where / ".dvcignore"
+    rules.write_text("hidden.md\n", "utf-8")
+    # DVC reads it: an edit of the hidden input leaves `dvc status` clean
+    assert _watch(git_repo, "a/notes").returncode == 0
+    hidden.write_text("one, edited\n", "utf-8")
+    assert "up to date" in _dvc(git_repo, "status").stdout
+    (git_repo / "a" / "notes" / "seen.md").write_text("two, edited\n", "utf-8")
+    assert "modified:" in _dvc(git_repo, "status").stdout  # the stage does watch a/notes
+
+    name = ".dvcignore" if where == "." else f"{where}/.dvcignore"
+    inputs = plan(git_repo, ["a"])
+    assert inputs.stage()["always_changed"] is True
+    assert "a/notes" in inputs.stage()["deps"]
+    assert inputs.untracked == [f"a: {name} has rules: DVC may not see every input"]
+    rules.unlink()
+    rules.symlink_to(git_repo / "unrelated" / ".dvcignore")  # DVC reads what it points to
+    assert plan(git_repo, ["a"]).untracked == [
+        f"a: {name} is a symbolic link: DVC may not see every input"
+    ]
+
+
+def test_an_input_directory_holding_a_dvcignore_is_not_a_dep_and_is_said(
+    git_repo: Path, write_doc: WriteDoc
+) -> None:
+    _ignoring_repo(git_repo, write_doc)
+    (git_repo / "a" / "notes" / "sub" / ".dvcignore").write_text("# comments only\n", "utf-8")
+    refused = _watch(git_repo, "a/notes")  # DVC will not hash such a directory at all
+    assert refused.returncode != 0
+    assert ".dvcignore file should not be in collected dir path" in refused.stdout + refused.stderr
+
+    inputs = plan(git_repo, ["a"])
+    assert inputs.stage()["always_changed"] is True
+    assert inputs.stage()["deps"] == ["a/doc.dlm"]
+    assert inputs.untracked == [
+        "a: 'a/notes' holds a/notes/sub/.dvcignore, which DVC refuses in a directory it hashes"
     ]
 
 
