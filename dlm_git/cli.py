@@ -8,43 +8,47 @@ the training stack, run on a core install (`pip install dlm-git`), fails where i
 imports torch, dvc, ...: `main` is the one place that turns that `ModuleNotFoundError`
 into `dlm-git <command>: needs the training stack (<module> is not installed) (hint: pip
 install 'dlm-git[train]')`, exit 1. Only bugs show a traceback. Each command lives in its
-own module under `dlm_git/commands/` and imports heavy libraries only inside its body.
+own module under `dlm_git/commands/`, named in one table (`COMMANDS`), and imports heavy
+libraries only inside its body; a run imports and builds only the command it names
+(`build_app`), so no command's start pays for another's imports
+(tests/unit/test_command_imports.py checks every command of the table).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
 
 from dlm_git import __version__
-from dlm_git.commands import diff as diff_cmd
-from dlm_git.commands import doctor as doctor_cmd
-from dlm_git.commands import eval as eval_cmd
-from dlm_git.commands import fsck as fsck_cmd
-from dlm_git.commands import init as init_cmd
-from dlm_git.commands import inputs as inputs_cmd
-from dlm_git.commands import log as log_cmd
-from dlm_git.commands import new as new_cmd
-from dlm_git.commands import show as show_cmd
-from dlm_git.commands import sign as sign_cmd
-from dlm_git.commands import tokenize as tokenize_cmd
-from dlm_git.commands import train as train_cmd
-from dlm_git.commands import verify as verify_cmd
-from dlm_git.commands.base import base_app
-from dlm_git.commands.cache import cache_app
-from dlm_git.commands.hooks import hooks_app
 from dlm_git.errors import DlmGitError, EnvironmentFailure, TrainingStackMissing
 from dlm_git.output import echo, error_line
 
-app = typer.Typer(
-    name="dlm-git",
-    help="Git-native data-and-model versioning for .dlm documents.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "show": ("dlm_git.commands.show", "show"),
+    "train": ("dlm_git.commands.train", "train"),
+    "doctor": ("dlm_git.commands.doctor", "doctor"),
+    "cache": ("dlm_git.commands.cache", "cache_app"),
+    "base": ("dlm_git.commands.base", "base_app"),
+    "hooks": ("dlm_git.commands.hooks", "hooks_app"),
+    "tokenize": ("dlm_git.commands.tokenize", "tokenize"),
+    "inputs": ("dlm_git.commands.inputs", "inputs"),
+    "verify": ("dlm_git.commands.verify", "verify"),
+    "eval": ("dlm_git.commands.eval", "eval_doc"),
+    "fsck": ("dlm_git.commands.fsck", "fsck"),
+    "diff": ("dlm_git.commands.diff", "diff"),
+    "log": ("dlm_git.commands.log", "log"),
+    "init": ("dlm_git.commands.init", "init"),
+    "new": ("dlm_git.commands.new", "new"),
+    "sign": ("dlm_git.commands.sign", "sign"),
+    "keygen": ("dlm_git.commands.sign", "keygen"),
+}
+"""The command table: each command's name, the module that defines it and its function
+(or, for a group of subcommands, its `typer.Typer`), in the order `--help` lists them.
+Only the module of the command being run is imported (`build_app`): a command's start
+never pays for another's imports."""
 
 
 def _version(value: bool) -> None:
@@ -53,7 +57,6 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -62,23 +65,34 @@ def root(
     """Git-native data-and-model versioning for .dlm documents."""
 
 
-app.command("show")(show_cmd.show)
-app.command("train")(train_cmd.train)
-app.command("doctor")(doctor_cmd.doctor)
-app.add_typer(cache_app, name="cache")
-app.add_typer(base_app, name="base")
-app.add_typer(hooks_app, name="hooks")
-app.command("tokenize")(tokenize_cmd.tokenize)
-app.command("inputs")(inputs_cmd.inputs)
-app.command("verify")(verify_cmd.verify)
-app.command("eval")(eval_cmd.eval_doc)
-app.command("fsck")(fsck_cmd.fsck)
-app.command("diff")(diff_cmd.diff)
-app.command("log")(log_cmd.log)
-app.command("init")(init_cmd.init)
-app.command("new")(new_cmd.new)
-app.command("sign")(sign_cmd.sign)
-app.command("keygen")(sign_cmd.keygen)
+def build_app(names: list[str] | None = None) -> typer.Typer:
+    """The CLI with the commands `names` of the table (None: all of them), in its order;
+    a command's module is imported only here, only when it is one of `names`."""
+    app = typer.Typer(
+        name="dlm-git",
+        help="Git-native data-and-model versioning for .dlm documents.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    app.callback()(root)
+    for name, (module, attribute) in COMMANDS.items():
+        if names is not None and name not in names:
+            continue
+        found = getattr(importlib.import_module(module), attribute)
+        if isinstance(found, typer.Typer):
+            app.add_typer(found, name=name)
+        else:
+            app.command(name)(found)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """`dlm_git.cli.app`: the whole CLI (every command imported), built when asked for."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 GROUPS = ("base", "cache", "hooks")
@@ -91,10 +105,18 @@ def command_name(argv: list[str]) -> str:
     return " ".join(["dlm-git", *words[:take]])
 
 
+def asked_for(argv: list[str]) -> list[str] | None:
+    """The command `argv` names, as the only one to build (the root takes no option with
+    a value, so it is the first word); None (all of them) for `--help`, no command or a
+    name that is not one, so that the parser lists them or says which is unknown."""
+    words = [a for a in argv if not a.startswith("-")]
+    return [words[0]] if words and words[0] in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=args, prog_name="dlm-git", standalone_mode=True)
+        build_app(asked_for(args))(args=args, prog_name="dlm-git", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
