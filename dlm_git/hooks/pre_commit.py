@@ -47,7 +47,7 @@ from dlm_git.hooks.findings import (
     strict_mode,
 )
 from dlm_git.hooks.staged import StagedChecks, within
-from dlm_git.layout import ADAPTER_DIR
+from dlm_git.layout import ADAPTER_DIR, EVAL_NAME
 from dlm_git.severity import Severity
 
 
@@ -67,12 +67,25 @@ def touched(
     """Whether the staged change concerns the document: a staged path in its directory or
     its source directories, a staged dvc.lock (when `record_changed` is given: only if
     the dvc.lock record of its adapter changed), or a staged params.yaml that changed
-    its `docs.<doc>` entry (`params_changed`)."""
+    its `docs.<doc>` entry (`params_changed`), or a staged path that is, holds or lies
+    under a task file its staged `eval.json` names (a task shared from outside its
+    directory: `eval.binding` binds it)."""
     if any(within(p, d) for d in [doc.rel, *doc.source_dirs] for p in staged):
         return True
     if params_changed is not None and PARAMS_NAME in staged and params_changed(doc):
         return True
-    return "dvc.lock" in staged and (record_changed is None or record_changed(doc))
+    if "dvc.lock" in staged and (record_changed is None or record_changed(doc)):
+        return True
+    return any(within(p, t) or within(t, p) for t in _task_paths(doc) for p in staged)
+
+
+def _task_paths(doc: DocAt) -> list[str]:
+    """The repository paths the document's `eval.json` (in its tree) has its tasks name."""
+    from dlm_git.verify.evalbinding import named_paths
+
+    name = doc.prefix + EVAL_NAME
+    data = doc.tree.read([name]).get(name)
+    return named_paths(data) if data is not None else []
 
 
 def doc_params_changed(index: TreeAt, head: TreeAt | None) -> Callable[[DocAt], bool]:

@@ -193,6 +193,16 @@ def bind_adapter(
                 )
 
 
+def named_paths(data: bytes) -> list[str]:
+    """Every repository path the tasks of `eval.json` bytes `data` name (task files,
+    includes, data); none when the record does not parse (`eval.binding` judges it)."""
+    try:
+        tasks = parse_record(data).get("tasks") or {}
+    except (CheckFailed, CheckAbsent):
+        return []
+    return [path for _, path, _ in _task_files(tasks)]
+
+
 def _task_files(tasks: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     """(task name, repository path, recorded sha256) of every file the tasks name."""
     for name, task in tasks.items():

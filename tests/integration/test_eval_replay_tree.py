@@ -137,6 +137,21 @@ def test_the_pre_commit_hook_refuses_a_linked_task_file(forge: Forge) -> None:
     assert f"eval.binding: task '{GEN_TASK}': '{DOC_DATA}' is a symbolic link" in proc.stderr
 
 
+def test_the_pre_commit_hook_judges_a_document_when_only_its_root_task_data_is_staged(
+    forge: Forge,
+) -> None:
+    """A task shared from outside the document's directory is still the document's: an
+    edit staged alone re-checks it, and the stale record is refused before the commit."""
+    run(["dlm-git", "hooks", "install"], forge.root)
+    before = head(forge.root)
+    data = forge.root / ROOT_DATA
+    data.write_bytes(data.read_bytes().splitlines(keepends=True)[0])
+    git(forge.root, "add", ROOT_DATA)
+    proc = run(["git", "commit", "-q", "-m", "fewer rows"], forge.root, check=False)
+    assert proc.returncode == 1 and head(forge.root) == before, proc.stderr
+    assert f"eval.binding: task '{MC_TASK}': '{ROOT_DATA}' has sha256" in proc.stderr
+
+
 def test_dlm_git_eval_refuses_a_linked_task_file_in_one_line(forge: Forge) -> None:
     old = forge.read(EVAL)
     _link_data(forge, ROOT_DATA)
