@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 K = TypeVar("K")
@@ -60,3 +62,22 @@ def load() -> str:
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+def bench_root(
+    keep: Path | None, prefix: str
+) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
+    """Where a benchmark builds its repositories: `keep` (made if missing; kept and reused)
+    or a temporary directory (the second item: the caller cleans it up). Sets the offline,
+    no-analytics environment, and the base cache under the root, for what the benchmark runs."""
+    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    tmp = None
+    if keep is None:
+        tmp = tempfile.TemporaryDirectory(prefix=prefix)
+        root = Path(tmp.name)
+    else:
+        root = keep.resolve()
+        root.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DLM_GIT_BASE_CACHE", str(root / "base-cache"))
+    return root, tmp

@@ -30,11 +30,10 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import hook_latency as hl
-from _timing import alternate, load, medians, timed, verdict
+from _timing import alternate, bench_root, load, medians, timed, verdict
 
 GOAL = 15.0
 FRAMEWORK = "import typer, typer._adapters, pydantic.plugin._loader"
@@ -107,16 +106,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, help="build here and keep (or reuse) the repo")
     parser.add_argument("--no-profile", action="store_true")
     args = parser.parse_args()
-    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    tmp = None
-    if args.keep is None:
-        tmp = tempfile.TemporaryDirectory(prefix="dlm-git-cli-bench-")
-        root = Path(tmp.name)
-    else:
-        root = args.keep.resolve()
-        root.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("DLM_GIT_BASE_CACHE", str(root / "base-cache"))
+    root, tmp = bench_root(args.keep, "dlm-git-cli-bench-")
     hl.PYC_PREFIX = root / "pycache"
     print(f"{os.cpu_count()} CPUs, load average {load()}; bytecode cached in {hl.PYC_PREFIX}")
     try:

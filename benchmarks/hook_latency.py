@@ -52,12 +52,11 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from _timing import alternate, load, medians, timed, verdict
+from _timing import alternate, bench_root, load, medians, timed, verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -298,15 +297,7 @@ def main() -> int:
     args = parser.parse_args()
     counts = [int(n) for n in args.docs.split(",")]
 
-    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    tmp = None
-    if args.keep is None:
-        tmp = tempfile.TemporaryDirectory(prefix="dlm-git-hook-bench-")
-        root = Path(tmp.name)
-    else:
-        root = args.keep.resolve()
-    os.environ.setdefault("DLM_GIT_BASE_CACHE", str(root / "base-cache"))
+    root, tmp = bench_root(args.keep, "dlm-git-hook-bench-")
     global PYC_PREFIX
     PYC_PREFIX = root / "pycache"
     print(f"{os.cpu_count()} CPUs, load average {load()}; bytecode cached in {PYC_PREFIX}")
