@@ -37,7 +37,7 @@ from typing import Any
 
 from dlm_git.errors import DlmGitError
 from dlm_git.eval.record import BATCH_SIZE, EvalError
-from dlm_git.eval.taskdef import INSTALL_HINT, TaskDef, map_files, worktree
+from dlm_git.eval.taskdef import INSTALL_HINT, Absent, TaskDef, map_files, worktree
 from dlm_git.hashing import canonical_text, float_hex, sha256_bytes
 
 HARNESS = "lm-eval"
@@ -237,7 +237,7 @@ def _checked_copies(task: TaskDef, repo_root: Path, cache: Path) -> dict[str, st
     copies: dict[str, str] = {}
     for i, (rel, sha) in enumerate(sorted(task.data.items())):
         raw = read(rel)
-        if raw is None or sha256_bytes(canonical_text(raw)) != sha:
+        if isinstance(raw, Absent) or sha256_bytes(canonical_text(raw)) != sha:
             raise EvalError(rel, "changed while the evaluation ran", "run `dlm-git eval` again")
         dest = cache / f"data-{len(os.listdir(cache))}-{i}{posixpath.splitext(rel)[1]}"
         dest.write_bytes(raw)

@@ -32,6 +32,7 @@ import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,18 +68,34 @@ _CODE_KEYS = {
 _PATTERN = re.compile(r"[*?\[\]{}]")
 """What `datasets` (fsspec's glob) reads as a pattern in a data path."""
 
-Reader = Callable[[str], "bytes | None"]
-"""The bytes of a repository path that names a regular file (None: no such file): the
+
+class Absent(Enum):
+    """Why a `Reader` has no bytes for a repository path (the value: what a refusal says;
+    `ABSENT_HINTS`: how to fix it)."""
+
+    MISSING = "no such file in the repository"
+    LINKED = "is a symbolic link or lies under one"
+
+
+ABSENT_HINTS = {
+    Absent.MISSING: "commit the file, or fix the path (relative to the document's directory)",
+    Absent.LINKED: "commit the file itself in place of the link (no file is read through one)",
+}
+
+Reader = Callable[[str], "bytes | Absent"]
+"""The bytes of a repository path that names a regular file, or why there are none: the
 work tree's (`worktree`), or a commit's for a verifier reading git objects."""
 
 
 def worktree(repo_root: Path) -> Reader:
     """Files of the work tree at `repo_root`, reached through no symlink."""
 
-    def read(rel: str) -> bytes | None:
+    def read(rel: str) -> bytes | Absent:
         path = repo_root / rel
-        if _through_link(repo_root, rel) or not path.is_file():
-            return None
+        if _through_link(repo_root, rel):
+            return Absent.LINKED
+        if not path.is_file():
+            return Absent.MISSING
         return path.read_bytes()
 
     return read
@@ -192,12 +209,8 @@ def repo_file(read: Reader, base_rel: str, entry: object, what: str) -> tuple[st
             "keep task files and their data inside the repository",
         )
     raw = read(rel)
-    if raw is None:
-        raise EvalError(
-            f"{what} {entry!r:.80}",
-            f"no such file in the repository ({rel})",
-            "commit the file, or fix the path (relative to the document's directory)",
-        )
+    if isinstance(raw, Absent):
+        raise EvalError(f"{what} {entry!r:.80}", f"{raw.value} ({rel})", ABSENT_HINTS[raw])
     return rel, raw
 
 

@@ -159,5 +159,6 @@ def test_dlm_git_eval_refuses_a_linked_task_file_in_one_line(forge: Forge) -> No
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and ROOT_DATA in lines[0] and "hint:" in lines[0], proc.stderr
+    assert "is a symbolic link or lies under one" in lines[0], proc.stderr  # not "missing"
     assert forge.read(EVAL) == old
     assert json.loads(old)["tasks"]

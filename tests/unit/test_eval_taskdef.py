@@ -155,7 +155,8 @@ def test_an_include_through_a_symlink_is_refused(repo: Path) -> None:
     (repo.parent / "outside.yaml").write_text(MC_YAML, "utf-8")
     (repo / DOC / "evals" / "link.yaml").symlink_to(repo.parent / "outside.yaml")
     got = refused(repo, write(repo, "inc.yaml", "include: link.yaml\n"))
-    assert "no such file in the repository" in got
+    assert "is a symbolic link or lies under one (demo/evals/link.yaml)" in got, got
+    assert "commit the file itself in place of the link" in got, got
 
 
 def test_an_include_cycle_is_refused(repo: Path) -> None:
