@@ -1,7 +1,8 @@
 """Timing for the benchmarks: one clock, one way to run cases in alternation, one summary.
 
 Invariants:
-- Every benchmark times with `time.perf_counter` (`timed`).
+- Every benchmark times with `time.perf_counter` (`timed`); a subprocess's CPU time, where
+  a benchmark reports it beside, is `child_cpu`'s difference around it.
 - Cases run alternating, round by round (`alternate`), so a change in the machine's load
   hits every case alike; the first `warmup` rounds fill caches (OS, bytecode, imports)
   and are not counted.
@@ -13,6 +14,7 @@ Each benchmark keeps its own output format; this module prints nothing.
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -29,6 +31,15 @@ def timed(fn: Callable[[], T]) -> tuple[float, T]:
     started = time.perf_counter()
     result = fn()
     return time.perf_counter() - started, result
+
+
+def child_cpu() -> float:
+    """Seconds of CPU (user + system) used so far by this process's finished children and
+    their descendants (`RUSAGE_CHILDREN`). A child's CPU is the difference around it: on a
+    shared machine, other processes' load inflates it far less than the child's wall
+    time, so it tells a change of cost from a change of load."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def alternate(

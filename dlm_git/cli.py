@@ -23,8 +23,9 @@ from typing import Any
 import typer
 
 from dlm_git import __version__
-from dlm_git.errors import DlmGitError, EnvironmentFailure, TrainingStackMissing
-from dlm_git.output import echo, error_line
+from dlm_git.errors import DlmGitError, EnvironmentFailure, TrainingStackMissing, UsageError
+from dlm_git.output import echo, emit_json, error_line
+from dlm_git.plugins import refuse_plugins
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("dlm_git.commands.show", "show"),
@@ -44,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "new": ("dlm_git.commands.new", "new"),
     "sign": ("dlm_git.commands.sign", "sign"),
     "keygen": ("dlm_git.commands.sign", "keygen"),
+    "self-verify": ("dlm_git.commands.self_verify", "self_verify"),
 }
 """The command table: each command's name, the module that defines it and its function
 (or, for a group of subcommands, its `typer.Typer`), in the order `--help` lists them.
@@ -51,15 +53,45 @@ Only the module of the command being run is imported (`build_app`): a command's 
 never pays for another's imports."""
 
 
-def _version(value: bool) -> None:
-    if value:
-        echo(f"dlm-git {__version__}")
+def _version(ctx: typer.Context, value: bool) -> None:
+    _settle(ctx, "version", value)
+
+
+def _version_json(ctx: typer.Context, value: bool) -> None:
+    _settle(ctx, "json", value)
+
+
+def _settle(ctx: typer.Context, flag: str, value: bool) -> None:
+    """`--version [--json]`: both options are eager, so click runs their callbacks in the
+    order given, then the one not given (its callback runs too); the second acts on both."""
+    asked = ctx.meta.setdefault("dlm_git.root", {})
+    asked[flag] = value
+    if len(asked) < 2:
+        return
+    if asked["version"]:
+        if asked["json"]:
+            from dlm_git.selfid import identity
+
+            emit_json(identity().to_json())
+        else:
+            echo(f"dlm-git {__version__}")
         raise typer.Exit(0)
+    if asked["json"]:
+        raise UsageError(
+            "dlm-git", "--json before the command goes with --version", "put --json after it"
+        )
 
 
 def root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        callback=_version_json,
+        is_eager=True,
+        help="With --version: the verifier's identity (version, digest, commit) as JSON.",
     ),
 ) -> None:
     """Git-native data-and-model versioning for .dlm documents."""
@@ -114,6 +146,7 @@ def asked_for(argv: list[str]) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    refuse_plugins()  # before any model is built: no third-party code in a verdict
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         build_app(asked_for(args))(args=args, prog_name="dlm-git", standalone_mode=True)

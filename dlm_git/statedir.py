@@ -17,7 +17,8 @@ Invariants:
   it. A `.git` at `root` that git does not take for a repository is refused, never
   taken for "no repository".
 - Asked of git once per work tree and process (`_bases`), in one `git rev-parse`, and
-  only when state is first needed (the pre-commit hook asks only when it hashes).
+  only when state is first needed; or told (`learn`) by a caller whose own rev-parse in
+  the work tree asked the same (`ASK`) beside its question (the pre-commit hook's).
 - Defence in depth: no component of a state path below its anchor (the git directory; the
   root outside git) may be a symbolic link. `StateDirError` says which, in one line,
   before anything is read or written there.
@@ -47,15 +48,41 @@ class StateDirError(DlmGitError):
     """A state path that dlm-git refuses to use (a symbolic link on it, no git directory)."""
 
 
+ASK = (("--git-path", STATE_NAME), ("--git-common-dir",))
+"""What `git rev-parse` is asked for the state directories, one line each; a caller that
+starts a rev-parse in the work tree anyway asks it there too and hands the answer over
+(`learn`), so the state directories cost no git process of their own."""
+
+Bases = tuple[tuple[Path, Path], tuple[Path, Path]]
+"""((per-work-tree dir, its anchor), (shared dir, its anchor))."""
+
+_LEARNT: dict[str, Bases] = {}
+
+
+def learn(root: Path, cwd: Path, answer: list[str]) -> None:
+    """git's `answer` to `ASK`, asked in the directory `cwd`, for the work tree `root`
+    (an answer of any other shape is not kept: `_bases` asks git itself)."""
+    found = _from_answer(Path(cwd).absolute(), answer)
+    if found is not None:
+        _LEARNT[str(Path(root).absolute())] = found
+
+
+def _from_answer(where: Path, lines: list[str]) -> Bases | None:
+    """The bases from git's two lines (paths relative to `where`, where git ran)."""
+    if len(lines) != len(ASK) or not all(lines):
+        return None
+    own, common = (p if p.is_absolute() else where / p for p in map(Path, lines))
+    return (own, own.parent), (common / STATE_NAME, common)
+
+
 @functools.lru_cache(maxsize=64)
-def _bases(root: str) -> tuple[tuple[Path, Path], tuple[Path, Path]]:
-    """((per-work-tree dir, its anchor), (shared dir, its anchor)) for the work tree `root`."""
+def _bases(root: str) -> Bases:
+    """The bases of the work tree `root`, asked of git (see `learn`)."""
     top = Path(root)
-    out = gitio.git(["rev-parse", "--git-path", STATE_NAME, "--git-common-dir"], top, check=False)
-    lines = out.decode("utf-8", "surrogateescape").splitlines()
-    if len(lines) == 2 and all(lines):
-        own, common = (p if p.is_absolute() else top / p for p in map(Path, lines))
-        return (own, own.parent), (common / STATE_NAME, common)
+    out = gitio.git(["rev-parse", *(a for q in ASK for a in q)], top, check=False)
+    found = _from_answer(top, out.decode("utf-8", "surrogateescape").splitlines())
+    if found is not None:
+        return found
     if os.path.lexists(top / ".git"):
         raise StateDirError(
             str(top / ".git"),
@@ -67,7 +94,8 @@ def _bases(root: str) -> tuple[tuple[Path, Path], tuple[Path, Path]]:
 
 
 def _base(root: Path, shared: bool) -> tuple[Path, Path]:
-    own, common = _bases(str(Path(root).absolute()))
+    key = str(Path(root).absolute())
+    own, common = _LEARNT.get(key) or _bases(key)
     return common if shared else own
 
 

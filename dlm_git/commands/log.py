@@ -79,6 +79,8 @@ def render(e: LogEntry) -> list[str]:
     if e.signature is not None:
         lines.append(f"      signature {e.signature.state}: {e.signature.detail}")
     lines.append(f"      verify    {_verdicts(e)}")
+    if e.local_verdict:
+        lines.append(f"      verifier  {_verifier(e.local_verdict)}")
     if e.scores.state == "evaluated":
         lines.append(f"      scores    {_scores(e.scores, e.previous_scores, e.stale_scores)}")
     lines += [f"      problem   {p}" for p in e.problems]
@@ -95,6 +97,16 @@ def _verdicts(e: LogEntry) -> str:
         when = _utc(int(local["at"]), "%Y-%m-%d %H:%M")
         text += f"; here {local['verdict']} ({local['level']}, {when} UTC)"
     return text
+
+
+def _verifier(local: dict[str, Any]) -> str:
+    """Which dlm-git reached this machine's verdict, as `known` read it back."""
+    from dlm_git.selfid import from_json
+
+    found = from_json(local.get("verifier"))
+    if found is None:
+        return "unknown (remembered by a dlm-git that did not record it)"
+    return found.describe()
 
 
 def _scores(now: Headline, before: Headline, stale: str | None) -> str:

@@ -3,7 +3,9 @@
 Invariant: the command line is checked here, before anything is read (misuse exits 2);
 the verdicts are `dlm_git.verify`'s. Exit 0 only when every document's verdict passes
 (`--strict`: only bit equality passes), else 1; `--json` and `--report` carry the same
-payload.
+payload, save that only `--json` names the verifier that ran (`verifier`,
+`dlm_git.selfid`): the pipeline commits the `--report` file as `verify.json`, and a
+record naming dlm-git's code would drift with every change of that code.
 """
 
 from __future__ import annotations
@@ -207,9 +209,10 @@ def _verify_commit(
             asked.accept_license,
         )
     if sha is not None:
+        from dlm_git.selfid import identity
         from dlm_git.verify.verdicts import remember
 
-        remember(root, sha, reports)
+        remember(root, sha, reports, identity())
     return reports
 
 
@@ -229,7 +232,9 @@ def finish(
         except OSError as exc:
             raise DlmGitError(str(report), f"cannot write the report ({exc.strerror})") from None
     if as_json:
-        emit_json(payload)
+        from dlm_git.selfid import identity
+
+        emit_json({**payload, "verifier": identity().to_json()})
     else:
         print_table(reports)
     if not passing:

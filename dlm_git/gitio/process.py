@@ -6,9 +6,10 @@ Invariants:
   does; no library that might read a different index.
 - Every git child runs in `child_env()`: replace refs (`refs/replace/*`, `git replace
   --graft`) and grafts (`info/grafts`, `GIT_GRAFT_FILE`) switched off, and the pathspec
-  modes git refuses beside `--literal-pathspecs` dropped (`CLEARED`). Nothing else
-  starts git: `run_git` (run to completion) and `start_git` (a streaming child) are the
-  one door.
+  modes git refuses beside `--literal-pathspecs` dropped (`CLEARED`); a child asked about
+  dlm-git's own checkout (`elsewhere`, `dlm_git.selfid`) also without the caller's
+  repository variables (`LOCAL_VARS`). Nothing else starts git: `run_git` (run to
+  completion) and `start_git` (a streaming child) are the one door.
 - git's bytes become `str` one way (`decode`: UTF-8, names that are not UTF-8
   round-trip), and only object ids (`is_oid`) are ever put on a request line.
 """
@@ -45,20 +46,43 @@ LITERAL = "--literal-pathspecs"
 """git's global option that takes every pathspec as a literal path (no `*`, no `:(...)`)."""
 
 
-def child_env() -> dict[str, str]:
+LOCAL_VARS = (
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CONFIG",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+)
+"""git's repository-local variables (`git rev-parse --local-env-vars`), less the rewrites
+`REWRITES_OFF` sets and the `git -c` settings (`GIT_CONFIG_PARAMETERS`, `GIT_CONFIG_COUNT`):
+dropped for a child that asks about a repository found from its `cwd` alone
+(`elsewhere`), as git drops them for a submodule. A hook's `GIT_DIR` and `GIT_INDEX_FILE`
+name the repository being checked, never dlm-git's own checkout."""
+
+
+def child_env(elsewhere: bool = False) -> dict[str, str]:
     """The environment of every git child process dlm-git starts: the caller's, with
-    git's object rewriting switched off (`REWRITES_OFF`) and `CLEARED` removed."""
-    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    git's object rewriting switched off (`REWRITES_OFF`) and `CLEARED` removed; with
+    `elsewhere`, `LOCAL_VARS` removed too."""
+    dropped = CLEARED + LOCAL_VARS if elsewhere else CLEARED
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(REWRITES_OFF)
     return env
 
 
 def run_git(
-    args: Sequence[str], cwd: Path, input: bytes | None = None
+    args: Sequence[str], cwd: Path, input: bytes | None = None, *, elsewhere: bool = False
 ) -> subprocess.CompletedProcess[bytes]:
-    """`git <args>` in `cwd`, run to completion in `child_env()`; stdout and stderr kept."""
+    """`git <args>` in `cwd`, run to completion in `child_env(elsewhere)`; stdout and
+    stderr kept."""
     return subprocess.run(
-        ["git", *args], cwd=cwd, input=input, capture_output=True, env=child_env()
+        ["git", *args], cwd=cwd, input=input, capture_output=True, env=child_env(elsewhere)
     )
 
 

@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from dlm_git.gitio.process import GitError, decode, git, run_git
@@ -39,14 +40,21 @@ def git_path(name: str, cwd: Path) -> Path:
     return path if path.is_absolute() else cwd / path
 
 
-def toplevel_and_head(cwd: Path) -> tuple[Path, str | None]:
-    """The work tree's root and HEAD's commit (None before the first commit), in one call."""
-    proc = run_git(["rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"], cwd)
+def toplevel_and_head(
+    cwd: Path, also: Sequence[Sequence[str]] = ()
+) -> tuple[Path, str | None, list[str]]:
+    """The work tree's root, HEAD's commit (None before the first commit), and git's
+    answers to `also` (more `rev-parse` questions, each answered in one line, relative
+    paths relative to `cwd`), in one call."""
+    asked = [arg for question in also for arg in question]
+    args = ["rev-parse", "--show-toplevel", *asked, "--verify", "--quiet", "HEAD^{commit}"]
+    proc = run_git(args, cwd)
     lines = decode(proc.stdout).splitlines()
     if not lines or not lines[0]:
         raise GitError(str(cwd), "not inside a git work tree", "run `git init` first")
-    head = lines[1].strip() if proc.returncode == 0 and len(lines) > 1 else None
-    return Path(lines[0]), head or None
+    answers, rest = lines[1 : 1 + len(also)], lines[1 + len(also) :]
+    head = rest[0].strip() if proc.returncode == 0 and rest else None
+    return Path(lines[0]), head or None, answers
 
 
 def resolve_commit(rev: str, cwd: Path) -> str | None:

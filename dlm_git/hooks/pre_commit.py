@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from dlm_git import gitio
+from dlm_git import gitio, statedir
 from dlm_git.contract.outcome import Check, Outcome
 from dlm_git.docat import DocAt, Rev, TreeAt, prefix_of
 from dlm_git.docset import CHECK, FIX_PARAMS, PARAMS_NAME, assess
@@ -187,7 +187,8 @@ def collect(root: Path, head: str | None, staged: list[str]) -> tuple[list[HookF
 def run(cwd: Path, action: str = "commit") -> int:
     """Check the index against HEAD; `action` names what an ERROR refuses ("commit", or
     "merge" for the pre-merge-commit hook, where the index holds the merge result)."""
-    root, head = gitio.toplevel_and_head(cwd)
+    root, head, state = gitio.toplevel_and_head(cwd, also=statedir.ASK)
+    statedir.learn(root, cwd, state)  # the hash cache's directory: no git process of its own
     staged = gitio.staged_paths(root, head=head)
     if not staged:
         return 0

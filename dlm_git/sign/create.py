@@ -87,7 +87,7 @@ def sign_document(target: Path, key: Path) -> Path:
                 "is not the adapter manifest.json records",
                 "dvc checkout (or dvc repro), then sign",
             )
-    bundle = _model_signing(doc_dir, key, _ignored(doc_dir, set(expected)))
+    bundle = model_signing_bundle(doc_dir, key, _ignored(doc_dir, set(expected)))
     try:
         resources = parse_bundle(bundle).resources
     except BundleError as exc:
@@ -99,7 +99,11 @@ def sign_document(target: Path, key: Path) -> Path:
     return layout.signature
 
 
-def _model_signing(doc_dir: Path, key: Path, ignore: list[str]) -> bytes:
+def model_signing_bundle(target: Path, key: Path, ignore: list[str]) -> bytes:
+    """The model_signing bundle (Sigstore bundle, DSSE, in-toto v1, `files` serialization
+    with sha256) over `target`, a directory less the `ignore` paths or a single file (its
+    one resource is named "."), signed with the EC private key at `key`: the one signing
+    function of documents (`sign_document`) and release artifacts (`make release`)."""
     try:
         from model_signing import hashing, signing
     except ImportError as exc:  # model_signing, or the pyOpenSSL it imports undeclared
@@ -108,15 +112,15 @@ def _model_signing(doc_dir: Path, key: Path, ignore: list[str]) -> bytes:
             f"needs the sign extra ({exc.name or 'model_signing'} is not installed)",
             "pip install -c requirements/constraints.txt 'dlm-git[sign]'",
         ) from None
-
-    fd, tmp = tempfile.mkstemp(prefix=".dlm-sig.", dir=doc_dir.parent)
+    read_regular(key, MAX_KEY_BYTES, hint=KEY_HINT)  # model_signing reads it unchecked
+    fd, tmp = tempfile.mkstemp(prefix=".dlm-sig.", dir=target.parent)
     os.close(fd)
     try:
         config = signing.Config().use_elliptic_key_signer(private_key=key)  # type: ignore[no-untyped-call]
         hashing_config = hashing.Config()  # type: ignore[no-untyped-call]
         hashing_config.use_file_serialization().set_ignored_paths(paths=ignore)
         config.set_hashing_config(hashing_config)
-        config.sign(doc_dir, tmp)
+        config.sign(target, tmp)
         return Path(tmp).read_bytes()
     except (ValueError, TypeError) as exc:
         raise SignError(str(key), f"cannot sign with it: {str(exc)[:100]}") from None

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.cli import imports_of
 from tests.support.env import run
 from tests.support.forger import Forge
 from tests.support.gitrepo import commit_all, git
@@ -175,18 +174,8 @@ def test_log_shows_each_entrys_headline_scores_and_their_change(scored: Forge) -
 
 
 def test_log_reads_scores_without_importing_torch(scored: Forge) -> None:
-    code = (
-        "import sys\n"
-        "from dlm_git.cli import main\n"
-        "assert main(['log', '--json']) == 0\n"
-        "heavy = sorted({'torch', 'transformers', 'peft', 'dvc', 'numpy'} & set(sys.modules))\n"
-        "print('HEAVY', heavy, file=sys.stderr)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=scored.root, capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert '"val_loss": ' in proc.stdout and "HEAVY []" in proc.stderr
+    found = imports_of(scored.root, "log", "--json")
+    assert found.code == 0 and '"val_loss": ' in found.stdout and found.heavy == [], found.heavy
 
 
 FORGED = [

@@ -5,14 +5,13 @@ machine's trust, and the verdicts recorded in a commit apart from the ones reach
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dlm_git.hashing import canonical_json, sha256_bytes
+from tests.support.cli import imports_of
 from tests.support.verified import DOC
 
 pytestmark = pytest.mark.slow
@@ -138,18 +137,8 @@ def test_misuse_is_one_line_exit_2(forge: Any, args: list[str], message: str) ->
 
 
 def test_log_imports_nothing_heavy(forge: Any) -> None:
-    code = (
-        "import sys\n"
-        "from dlm_git.cli import main\n"
-        "assert main(['log', '--json']) == 0\n"
-        "heavy = sorted({'torch', 'transformers', 'peft', 'dvc', 'numpy'} & set(sys.modules))\n"
-        "print('HEAVY', heavy, file=sys.stderr)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=forge.root, capture_output=True, text=True, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "HEAVY []" in proc.stderr
+    found = imports_of(forge.root, "log", "--json")
+    assert found.code == 0 and found.heavy == [], (found.code, found.heavy)
 
 
 def test_records_are_read_as_bytes_whatever_they_hold(forge: Any) -> None:

@@ -113,7 +113,7 @@ def test_doc_filter(forge: Any) -> None:
 
 def test_json_shape(forge: Any) -> None:
     payload = forge.verify("HEAD").payload
-    assert set(payload) == {"verdict", "documents"}
+    assert set(payload) == {"verdict", "documents", "verifier"}  # test_verifier_identity.py
     assert payload["verdict"] == "VERIFIED"
     (doc,) = payload["documents"]
     assert {"doc", "level", "verdict", "adapter_sha256", "checks", "passed", "failed"} <= set(doc)

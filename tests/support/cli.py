@@ -4,10 +4,13 @@ test environment, so a crash shows as what it is: a traceback on stderr or a sig
 
 `Run.one_line_error` is the project's rule for bad input, as a test states it: the
 expected exit status and one stderr line naming what is wrong, never a traceback.
+`imports_of` is the one way a test sees what a command's run imports (issue 28: no
+`HEAVY` library where the command does not need it).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -77,6 +80,53 @@ def cli(
     where = Path.cwd() if cwd is None else cwd
     command = [sys.executable, "-m", "dlm_git", *map(str, args)]
     return run(command, where, check=False, timeout=900, **dict(env or {}))
+
+
+HEAVY = (
+    "torch",
+    "transformers",
+    "peft",
+    "dvc",
+    "numpy",
+    "safetensors",
+    "tokenizers",
+    "lm_eval",
+    "datasets",
+    "jinja2",
+)
+"""What a command imports only inside its body, where it needs them (issue 28): the
+training and evaluation stacks, DVC, numpy and the template engine."""
+
+_IMPORTS = """
+import contextlib, io, json, sys
+from dlm_git.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "stdout": out.getvalue(), "modules": sorted(sys.modules)}))
+"""
+
+
+@dataclass
+class Imported:
+    """What one run of the CLI imported: its exit code, its stdout, every module."""
+
+    code: int
+    stdout: str
+    modules: set[str]
+
+    @property
+    def heavy(self) -> list[str]:
+        """The `HEAVY` libraries among the modules."""
+        return sorted(m for m in HEAVY if m in self.modules)
+
+
+def imports_of(cwd: Path, *args: str) -> Imported:
+    """`dlm-git ARGS` through `dlm_git.cli.main` in a fresh interpreter in `cwd` (as every
+    run of it builds its parser and runs it), and what it imported."""
+    proc = run([sys.executable, "-c", _IMPORTS, *args], cwd, timeout=300)
+    found = json.loads(proc.stdout)
+    return Imported(found["code"], found["stdout"], set(found["modules"]))
 
 
 def hook(cwd: Path, which: str, stdin: str = "", **env: str) -> Run:

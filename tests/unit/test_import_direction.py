@@ -21,11 +21,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "dlm_git"
 
 LAYERS: list[set[str]] = [
-    {"errors"},
+    {"errors", "plugins"},
     {"fsutil", "safeparse", "paths", "severity"},
     {"merkle", "safetensors_header"},
     {"hashing", "numerics", "topology", "layout", "gitio", "versions"},
-    {"output", "dvcfiles", "token_stream", "statedir", "statcache", "childproc"},
+    {"output", "dvcfiles", "token_stream", "statedir", "statcache", "childproc", "selfid"},
     {"doc", "base", "lock", "manifest"},
     {"cache", "docset", "sign"},
     {"docat"},

@@ -122,8 +122,8 @@ def test_the_binding_names_what_differs() -> None:
 def test_signing_without_the_sign_extra_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dlm_git.sign.create import SignError, _model_signing
+    from dlm_git.sign.create import SignError, model_signing_bundle
 
     monkeypatch.setitem(sys.modules, "model_signing", None)  # as if not installed
     with pytest.raises(SignError, match=r"needs the sign extra .*dlm-git\[sign\]"):
-        _model_signing(tmp_path, tmp_path / "key.pem", [])
+        model_signing_bundle(tmp_path, tmp_path / "key.pem", [])

@@ -1,0 +1,60 @@
+"""`dlm-git self-verify ARTIFACT --key PUB.pem [--signature SIG] [--installed] [--json]`: is
+this dlm-git release (a wheel or sdist, downloaded or built) the one its publisher signed
+with `make release SIGNING_KEY=...`, and with `--installed`, is the dlm-git running this
+exactly that wheel's files? One line; exit 0 VERIFIED, 1 FAILED (a changed byte, another
+key, a malformed signature), 2 misuse (a missing file, a key that is not an EC public key).
+The check itself is `dlm_git.sign.artifact`; it needs no `sign` extra."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from dlm_git.output import echo, emit_json
+
+
+def self_verify(
+    artifact: Path = typer.Argument(
+        ..., metavar="ARTIFACT", help="The release artifact: a dlm-git wheel or sdist."
+    ),
+    key: Path = typer.Option(
+        ...,
+        "--key",
+        help="The publisher's EC public key PEM, as you trust it (never read from the release).",
+    ),
+    signature: Path = typer.Option(
+        None, "--signature", help="The signature bundle (default: ARTIFACT.sig beside it)."
+    ),
+    installed: bool = typer.Option(
+        False,
+        "--installed",
+        help="Also check that the dlm-git running this is exactly the wheel's files.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Check a dlm-git release artifact against its signature and a public key you trust."""
+    import dlm_git
+    from dlm_git.sign.artifact import (
+        ArtifactVerdict,
+        check_installed,
+        signature_path,
+        verify_artifact,
+    )
+
+    check = verify_artifact(artifact, signature or signature_path(artifact), key)
+    if installed:
+        check = check_installed(check, artifact, Path(dlm_git.__file__).resolve().parent)
+    if as_json:
+        emit_json(
+            {
+                "artifact": str(artifact),
+                "sha256": check.sha256,
+                "verdict": str(check.verdict),
+                "detail": check.detail,
+            }
+        )
+    else:
+        echo(f"{artifact}: {check.verdict} sha256 {check.sha256}: {check.detail}")
+    if check.verdict is not ArtifactVerdict.VERIFIED:
+        raise typer.Exit(1)

@@ -1,0 +1,189 @@
+"""The running verifier's identity: which dlm-git reached a verdict.
+
+Invariants:
+- `identity()` names the code that runs: dlm-git's version, `digest` (a Merkle root over
+  every file of the directory Python imported `dlm_git` from) and, where known, the git
+  commit that directory was checked out from, with `dirty` saying whether any file the
+  digest covers differs from that commit.
+- The digest rule (`package_digest`, versioned by `RULE`): every file below the package
+  directory except `__pycache__/` directories and `*.pyc` files (what Python writes, not
+  what it was given), by its path relative to that directory (`/`-separated, bytes as
+  the file system gives them), sorted by that path; each a leaf `b"f" path NUL
+  sha256(bytes)` of its bytes exactly as they are on disk, or `b"o" path NUL` for what
+  is no readable regular file (a FIFO, a broken link: never opened, never waited on);
+  links are followed, as Python's import follows them; `merkle.merkle_root` over the
+  leaves. Timestamps, permissions and the directory's own location are not in it, so the
+  same files give the same digest on every machine, and one changed byte changes it.
+  Bytes are not normalized: a checkout with CRLF line endings runs other bytes than the
+  LF files git stores, and its digest says so.
+- The commit is known only for a package directory that is `dlm_git/` at the top of a git
+  work tree whose HEAD holds `dlm_git/` (an editable install of a clone): git is asked
+  there with the caller's repository variables dropped (`gitio.process.LOCAL_VARS`: a
+  hook's `GIT_DIR` names the repository being verified, not the verifier), and a
+  package installed anywhere else (a wheel in a virtual environment, even one inside a
+  git work tree) has `commit` and `dirty` null. `dirty` counts every file git lists for
+  `dlm_git/` (changed, deleted, untracked, ignored) that the digest covers.
+- Never fails: an unreadable file is a leaf of its own, git's refusal is a null commit.
+- Local and per process: computed on first use (`identity` is cached), never at import,
+  and written into reports and this machine's remembered verdicts only, never into a
+  committed record (`dlm.lock`, manifest, `verify.json`), so a change of dlm-git's code
+  makes no committed record drift.
+- `from_json` reads an identity back from bytes dlm-git wrote earlier (the remembered
+  verdicts) as hostile input: anything not of this shape is no identity (None).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from dlm_git import __version__
+from dlm_git.merkle import merkle_root
+
+NAME = "dlm-git"
+RULE = "dlm-git/selfid/v1"
+"""The digest rule's name (module invariant); a change to the leaf encoding bumps it."""
+PACKAGE = Path(os.path.dirname(os.path.abspath(__file__)))
+"""The directory Python imported `dlm_git` from: the code that runs."""
+_MAX_TEXT = 64
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The verifier that ran: `commit` and `dirty` are None where no commit is known."""
+
+    version: str
+    digest: str
+    files: int
+    commit: str | None
+    dirty: bool | None
+    name: str = NAME
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "digest": self.digest,
+            "files": self.files,
+            "commit": self.commit,
+            "dirty": self.dirty,
+        }
+
+    def describe(self) -> str:
+        """`dlm-git 0.1.0, digest 1a2b3c4d5e6f7a8b, commit 6397896abcde (dirty)`."""
+        if self.commit is None:
+            built = "commit unknown"
+        else:
+            state = {True: " (dirty)", False: "", None: " (dirty: unknown)"}[self.dirty]
+            built = f"commit {self.commit[:12]}{state}"
+        return f"{self.name} {self.version}, digest {self.digest[:16]}, {built}"
+
+
+@functools.cache
+def identity() -> Identity:
+    """This process's verifier (computed once, on first use)."""
+    return identify(PACKAGE)
+
+
+def identify(package: Path) -> Identity:
+    """The identity of the package directory `package` (named `dlm_git`)."""
+    digest, files = package_digest(package)
+    commit, dirty = checkout_state(package)
+    return Identity(__version__, digest, files, commit, dirty)
+
+
+def package_digest(package: Path) -> tuple[str, int]:
+    """(the Merkle root of the module invariant, the number of files it covers)."""
+    leaves = [_leaf(package, rel) for rel in package_files(package)]
+    return merkle_root(leaves), len(leaves)
+
+
+def package_files(package: Path) -> list[bytes]:
+    """Every covered file's relative path (`/`-separated bytes), sorted."""
+    found: list[bytes] = []
+    seen: set[str] = set()
+    for top, dirs, names in os.walk(package, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:  # a link back up the tree: walked once
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = os.path.relpath(top, package)
+        for name in names:
+            if not name.endswith(".pyc"):
+                path = name if rel == "." else os.path.join(rel, name)
+                found.append(os.fsencode(path).replace(os.sep.encode(), b"/"))
+    return sorted(found)
+
+
+def _leaf(package: Path, rel: bytes) -> bytes:
+    path = os.path.join(os.fsencode(package), rel)
+    try:
+        if stat.S_ISREG(os.stat(path).st_mode):
+            with open(path, "rb") as f:
+                return b"f" + rel + b"\0" + hashlib.file_digest(f, "sha256").digest()
+    except OSError:
+        pass
+    return b"o" + rel + b"\0"
+
+
+def checkout_state(package: Path) -> tuple[str | None, bool | None]:
+    """(HEAD's commit, whether the covered files differ from it) of the git work tree
+    `package` is `dlm_git/` at the top of; (None, None) for any other place."""
+    from dlm_git.gitio.process import is_oid, run_git
+
+    top = package.parent
+    found = run_git(["rev-parse", "--show-toplevel", "HEAD", "HEAD:dlm_git"], top, elsewhere=True)
+    lines = found.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if found.returncode != 0 or len(lines) != 3 or package.name != "dlm_git":
+        return None, None
+    if os.path.realpath(lines[0]) != os.path.realpath(top) or not is_oid(lines[1]):
+        return None, None
+    status = run_git(
+        ["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"]
+        + ["--ignored=traditional", "--", "dlm_git"],
+        top,
+        elsewhere=True,
+    )
+    if status.returncode != 0:
+        return lines[1], None
+    changed = [entry[3:] for entry in status.stdout.split(b"\0") if entry]
+    return lines[1], any(_covered(path) for path in changed)
+
+
+def _covered(path: bytes) -> bool:
+    """Whether a path git lists is one the digest covers (not Python's own output)."""
+    parts = path.rstrip(b"/").split(b"/")
+    return b"__pycache__" not in parts and not path.endswith(b".pyc")
+
+
+def from_json(value: object) -> Identity | None:
+    """An identity written by `Identity.to_json`, or None for anything else."""
+    if not isinstance(value, dict):
+        return None
+    name, version, digest = value.get("name"), value.get("version"), value.get("digest")
+    files, commit, dirty = value.get("files"), value.get("commit"), value.get("dirty")
+    if not (_text(name) and _text(version) and _hex(digest, 64)):
+        return None
+    if type(files) is not int or files < 0:
+        return None
+    if not (commit is None or _hex(commit, 40) or _hex(commit, 64)):
+        return None
+    if not (dirty is None or isinstance(dirty, bool)) or (commit is None and dirty is not None):
+        return None
+    return Identity(version, digest, files, commit, dirty, name)
+
+
+def _text(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and 0 < len(value) <= _MAX_TEXT
+
+
+def _hex(value: object, size: int) -> TypeGuard[str]:
+    return isinstance(value, str) and len(value) == size and set(value) <= _HEX

@@ -1,0 +1,185 @@
+"""A release artifact (the wheel or sdist `make release` builds) checked against a key the
+auditor trusts: `dlm-git self-verify`.
+
+Invariants:
+- `make release` signs each artifact with the one signing function
+  (`create.model_signing_bundle`) into `NAME.sig`: a model_signing bundle whose one
+  resource, ".", is the artifact's sha256, so the stock `model_signing verify key NAME
+  --signature NAME.sig --public_key PUB.pem` accepts it too.
+- VERIFIED means all three: the bundle is well formed (`bundle.parse_bundle`: hostile
+  input, bounded), its ECDSA signature holds under the given public key
+  (`bundle.signature_holds`; nothing in the bundle chooses the key) and its one resource
+  is the artifact's sha256. Anything else is FAILED with why.
+- The signature binds bytes, not the file's name: the version a wheel or sdist installs
+  is inside it (METADATA, PKG-INFO), and `ArtifactCheck.sha256` names what was checked.
+- `--installed` (a wheel only) then compares the dlm-git that runs the check with the
+  verified wheel: every `dlm_git/` file its RECORD lists must be installed with that
+  sha256, and no other file may lie in the installed package (compiled `__pycache__`
+  aside). One entry per file changed, missing or added.
+- What the auditor gives (the artifact, the signature, the key) is read through
+  `fsutil` (regular files only, never a FIFO, bounded): a path that is missing or not a
+  regular file, or a key that is not an EC public key, is a usage error naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import os
+import zipfile
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+from dlm_git.errors import UsageError
+from dlm_git.fsutil import NotRegularFile, digest_regular, read_regular
+from dlm_git.sign.bundle import (
+    MAX_BUNDLE_BYTES,
+    BundleError,
+    parse_bundle,
+    signature_holds,
+)
+from dlm_git.sign.trust import MAX_KEY_BYTES, key_hint
+
+SIGNATURE_SUFFIX = ".sig"
+PACKAGE = "dlm_git"
+MAX_WHEEL_RECORD_BYTES = 1 << 20
+RESOURCE = "."
+"""The name model_signing gives the one file it signs when given a file, not a directory."""
+
+
+class ArtifactVerdict(StrEnum):
+    VERIFIED = "VERIFIED"
+    FAILED = "FAILED"
+
+
+@dataclass(frozen=True)
+class ArtifactCheck:
+    verdict: ArtifactVerdict
+    sha256: str
+    detail: str
+
+
+def signature_path(artifact: Path) -> Path:
+    """Where `make release` puts an artifact's signature: beside it, `NAME.sig`."""
+    return artifact.with_name(artifact.name + SIGNATURE_SUFFIX)
+
+
+def _read(path: Path, limit: int, what: str) -> bytes:
+    try:
+        return read_regular(path, limit)
+    except NotRegularFile as exc:
+        raise UsageError(exc.subject, exc.message, f"give the {what}") from None
+    except OSError as exc:
+        raise UsageError(str(path), exc.strerror or "cannot be read", f"give the {what}") from None
+
+
+def _public_key(path: Path) -> tuple[bytes, str]:
+    pem = _read(path, MAX_KEY_BYTES, "public key PEM the release is signed with")
+    try:
+        return pem, key_hint(pem)
+    except ValueError:
+        raise UsageError(
+            str(path),
+            "is not an EC public key PEM",
+            "give the public key (dlm-signing-key.pub.pem), never the private one",
+        ) from None
+
+
+def _digest(artifact: Path) -> str:
+    try:
+        return digest_regular(artifact, "sha256")
+    except NotRegularFile as exc:
+        raise UsageError(exc.subject, exc.message, "give the downloaded wheel or sdist") from None
+    except OSError as exc:
+        what = exc.strerror or "cannot be read"
+        raise UsageError(str(artifact), what, "give the downloaded wheel or sdist") from None
+
+
+def verify_artifact(artifact: Path, signature: Path, public_key: Path) -> ArtifactCheck:
+    """Whether `signature` signs exactly the bytes of `artifact` under `public_key`."""
+    pem, hint = _public_key(public_key)
+    sha = _digest(artifact)
+    # read past the bundle's cap, so that an oversized signature is FAILED by parse_bundle
+    data = _read(signature, 64 * MAX_BUNDLE_BYTES, f"signature ({artifact.name}{SIGNATURE_SUFFIX})")
+
+    def failed(why: str) -> ArtifactCheck:
+        return ArtifactCheck(ArtifactVerdict.FAILED, sha, why)
+
+    try:
+        bundle = parse_bundle(data)
+    except BundleError as exc:
+        return failed(f"{signature}: {exc.message}")
+    if bundle.key_hint != hint:
+        return failed(f"signed by key {bundle.key_hint[:16]}…, not by {public_key} ({hint[:16]}…)")
+    if not signature_holds(bundle, pem):
+        return failed(f"{signature} does not verify under {public_key} (tampered?)")
+    if set(bundle.resources) != {RESOURCE}:
+        return failed(f"{signature} signs a directory, not one file (not a release signature)")
+    if bundle.resources[RESOURCE] != sha:
+        signed = bundle.resources[RESOURCE][:16]
+        return failed(f"{signature} signs other bytes (sha256 {signed}…), not this file's")
+    return ArtifactCheck(ArtifactVerdict.VERIFIED, sha, f"signed by {public_key} ({hint[:16]}…)")
+
+
+def _wheel_record(wheel: Path) -> dict[str, str]:
+    """`dlm_git/` path -> RECORD digest (`sha256=` urlsafe base64) of each package file."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist() if n.endswith(".dist-info/RECORD")]
+            if len(names) != 1 or archive.getinfo(names[0]).file_size > MAX_WHEEL_RECORD_BYTES:
+                raise UsageError(str(wheel), "has no single RECORD", "give the wheel (.whl)")
+            text = archive.read(names[0]).decode("utf-8")
+    except (zipfile.BadZipFile, UnicodeDecodeError):
+        raise UsageError(
+            str(wheel), "is not a wheel", "--installed checks against the .whl"
+        ) from None
+    rows = csv.reader(io.StringIO(text))
+    return {
+        row[0]: row[1]
+        for row in rows
+        if len(row) == 3 and row[0].startswith(f"{PACKAGE}/") and row[1].startswith("sha256=")
+    }
+
+
+def _record_digest(path: Path) -> str:
+    raw = bytes.fromhex(digest_regular(path, "sha256"))
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _package_files(package_dir: Path) -> dict[str, Path]:
+    """`dlm_git/...` -> path of every file of the installed package, caches aside."""
+    out = {}
+    for top, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in files:
+            path = Path(top) / name
+            out[f"{PACKAGE}/{path.relative_to(package_dir).as_posix()}"] = path
+    return out
+
+
+def installed_problems(wheel: Path, package_dir: Path) -> list[str]:
+    """How the package installed at `package_dir` differs from the wheel's package files."""
+    recorded, present = _wheel_record(wheel), _package_files(package_dir)
+    problems = []
+    for name, digest in sorted(recorded.items()):
+        if name not in present:
+            problems.append(f"{name} is missing")
+        elif _record_digest(present[name]) != digest:
+            problems.append(f"{name} differs")
+    problems += [f"{name} is not in the release" for name in sorted(set(present) - set(recorded))]
+    return problems
+
+
+def check_installed(check: ArtifactCheck, wheel: Path, package_dir: Path) -> ArtifactCheck:
+    """A VERIFIED wheel check, extended to the installed package at `package_dir`."""
+    if check.verdict is not ArtifactVerdict.VERIFIED:
+        return check
+    problems = installed_problems(wheel, package_dir)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        why = f"the running dlm-git ({package_dir}) is not this release: {'; '.join(problems[:3])}"
+        return replace(check, verdict=ArtifactVerdict.FAILED, detail=why + more)
+    same = f"the running dlm-git ({package_dir}) is its {len(_wheel_record(wheel))} files"
+    return replace(check, detail=f"{check.detail}; {same}")
