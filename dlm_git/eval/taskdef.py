@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Callable
@@ -75,11 +76,13 @@ class Absent(Enum):
 
     MISSING = "no such file in the repository"
     LINKED = "is a symbolic link or lies under one"
+    NOT_REGULAR = "is not a regular file (a directory, FIFO or device)"
 
 
 ABSENT_HINTS = {
     Absent.MISSING: "commit the file, or fix the path (relative to the document's directory)",
     Absent.LINKED: "commit the file itself in place of the link (no file is read through one)",
+    Absent.NOT_REGULAR: "name a regular file committed in the repository",
 }
 
 Reader = Callable[[str], "bytes | Absent"]
@@ -95,7 +98,7 @@ def worktree(repo_root: Path) -> Reader:
         if _through_link(repo_root, rel):
             return Absent.LINKED
         if not path.is_file():
-            return Absent.MISSING
+            return Absent.NOT_REGULAR if os.path.lexists(path) else Absent.MISSING
         return path.read_bytes()
 
     return read

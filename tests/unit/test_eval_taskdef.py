@@ -5,6 +5,7 @@ download is refused in one line naming the file (and line), before lm-eval sees 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,14 @@ def test_an_include_through_a_symlink_is_refused(repo: Path) -> None:
     got = refused(repo, write(repo, "inc.yaml", "include: link.yaml\n"))
     assert "is a symbolic link or lies under one (demo/evals/link.yaml)" in got, got
     assert "commit the file itself in place of the link" in got, got
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_an_include_that_is_no_regular_file_is_refused_as_such(repo: Path, kind: str) -> None:
+    target = repo / DOC / "evals" / "odd.yaml"
+    target.mkdir() if kind == "directory" else os.mkfifo(target)  # a FIFO is never opened
+    got = refused(repo, write(repo, "inc.yaml", "include: odd.yaml\n"))
+    assert "is not a regular file (a directory, FIFO or device) (demo/evals/odd.yaml)" in got
 
 
 def test_an_include_cycle_is_refused(repo: Path) -> None:
