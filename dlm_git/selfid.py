@@ -3,27 +3,39 @@
 Invariants:
 - `identity()` names the code that runs: dlm-git's version, `digest` (a Merkle root over
   every file of the directory Python imported `dlm_git` from) and, where known, the git
-  commit that directory was checked out from, with `dirty` saying whether any file the
-  digest covers differs from that commit.
+  commit that directory was checked out from, with `dirty` saying whether the files the
+  digest covers differ from that commit's.
 - The digest rule (`package_digest`, versioned by `RULE`): every file below the package
-  directory except `__pycache__/` directories and `*.pyc` files (what Python writes, not
-  what it was given), by its path relative to that directory (`/`-separated, bytes as
-  the file system gives them), sorted by that path; each a leaf `b"f" path NUL
-  sha256(bytes)` of its bytes exactly as they are on disk, or `b"o" path NUL` for what
-  is no readable regular file (a FIFO, a broken link: never opened, never waited on);
-  links are followed, as Python's import follows them; `merkle.merkle_root` over the
-  leaves. Timestamps, permissions and the directory's own location are not in it, so the
-  same files give the same digest on every machine, and one changed byte changes it.
-  Bytes are not normalized: a checkout with CRLF line endings runs other bytes than the
-  LF files git stores, and its digest says so.
+  directory except those in `__pycache__/` directories (what Python writes, not what it
+  was given; a sourceless `*.pyc` anywhere else is code Python runs, and counts), by its
+  path relative to that directory (`/`-separated, bytes as the file system gives them),
+  sorted by that path; each a leaf `b"f" path NUL sha256(bytes)` of its bytes exactly as
+  they are on disk, or `b"o" path NUL` for what is no readable regular file (a FIFO, a
+  broken link: never opened, never waited on); links are followed, as Python's import
+  follows them; `merkle.merkle_root` over the leaves. Timestamps, permissions and the
+  directory's own location are not in it, so the same files give the same digest on
+  every machine, and one changed byte changes it. Bytes are not normalized: a checkout
+  with CRLF line endings runs other bytes than the LF files git stores, and its digest
+  says so. Python also runs bytecode from `__pycache__/` whose header matches its
+  source's time and size: not covered (`PYTHONPYCACHEPREFIX` sends it elsewhere).
 - The commit is known only for a package directory that is `dlm_git/` at the top of a git
   work tree whose HEAD holds `dlm_git/` (an editable install of a clone): git is asked
   there with the caller's repository variables dropped (`gitio.process.LOCAL_VARS`: a
   hook's `GIT_DIR` names the repository being verified, not the verifier), and a
   package installed anywhere else (a wheel in a virtual environment, even one inside a
-  git work tree) has `commit` and `dirty` null. `dirty` counts every file git lists for
-  `dlm_git/` (changed, deleted, untracked, ignored) that the digest covers.
-- Never fails: an unreadable file is a leaf of its own, git's refusal is a null commit.
+  git work tree) has `commit` and `dirty` null.
+- `dirty` is decided by content, never by `git status` (which trusts
+  `--assume-unchanged`/`--skip-worktree` bits and end-of-line conversion, and writes the
+  index): the files on disk are clean when they are exactly HEAD's tree `dlm_git/`'s
+  covered paths (`head_blobs`) and each one's bytes have that entry's git object id
+  (computed here from the bytes on disk, SHA-1 or SHA-256 as the repository names
+  objects: the `commit` itself is such a name, so this trusts nothing it does not). A
+  link (mode 120000) is a blob of the link's text, so a committed link the disk follows
+  is dirty; a submodule, or what is no readable regular file on disk, is dirty. Only
+  read-only git commands run there (`rev-parse`, `ls-tree`): no lock is taken, nothing
+  in that repository is written.
+- Never fails: an unreadable file is a leaf of its own, git's refusal is a null commit
+  (a null `dirty` where HEAD's tree cannot be read).
 - Local and per process: computed on first use (`identity` is cached), never at import,
   and written into reports and this machine's remembered verdicts only, never into a
   committed record (`dlm.lock`, manifest, `verify.json`), so a change of dlm-git's code
@@ -93,14 +105,17 @@ def identity() -> Identity:
 
 def identify(package: Path) -> Identity:
     """The identity of the package directory `package` (named `dlm_git`)."""
-    digest, files = package_digest(package)
-    commit, dirty = checkout_state(package)
-    return Identity(__version__, digest, files, commit, dirty)
+    files = package_files(package)
+    digest, count = package_digest(package, files)
+    commit, dirty = checkout_state(package, files)
+    return Identity(__version__, digest, count, commit, dirty)
 
 
-def package_digest(package: Path) -> tuple[str, int]:
-    """(the Merkle root of the module invariant, the number of files it covers)."""
-    leaves = [_leaf(package, rel) for rel in package_files(package)]
+def package_digest(package: Path, files: list[bytes] | None = None) -> tuple[str, int]:
+    """(the Merkle root of the module invariant, the number of files it covers); `files`:
+    `package_files(package)`, listed when not given."""
+    listed = package_files(package) if files is None else files
+    leaves = [_leaf(package, rel) for rel in listed]
     return merkle_root(leaves), len(leaves)
 
 
@@ -117,9 +132,8 @@ def package_files(package: Path) -> list[bytes]:
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         rel = os.path.relpath(top, package)
         for name in names:
-            if not name.endswith(".pyc"):
-                path = name if rel == "." else os.path.join(rel, name)
-                found.append(os.fsencode(path).replace(os.sep.encode(), b"/"))
+            path = name if rel == "." else os.path.join(rel, name)
+            found.append(os.fsencode(path).replace(os.sep.encode(), b"/"))
     return sorted(found)
 
 
@@ -134,9 +148,12 @@ def _leaf(package: Path, rel: bytes) -> bytes:
     return b"o" + rel + b"\0"
 
 
-def checkout_state(package: Path) -> tuple[str | None, bool | None]:
-    """(HEAD's commit, whether the covered files differ from it) of the git work tree
-    `package` is `dlm_git/` at the top of; (None, None) for any other place."""
+def checkout_state(
+    package: Path, files: list[bytes] | None = None
+) -> tuple[str | None, bool | None]:
+    """(HEAD's commit, whether the files on disk (`files`, listed when not given) differ
+    from HEAD's tree `dlm_git/`) of the git work tree `package` is `dlm_git/` at the top
+    of; (None, None) for any other place."""
     from dlm_git.gitio.process import is_oid, run_git
 
     top = package.parent
@@ -146,22 +163,56 @@ def checkout_state(package: Path) -> tuple[str | None, bool | None]:
         return None, None
     if os.path.realpath(lines[0]) != os.path.realpath(top) or not is_oid(lines[1]):
         return None, None
-    status = run_git(
-        ["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"]
-        + ["--ignored=traditional", "--", "dlm_git"],
-        top,
-        elsewhere=True,
-    )
-    if status.returncode != 0:
+    committed = head_blobs(top, lines[2]) if is_oid(lines[2]) else None
+    if committed is None:
         return lines[1], None
-    changed = [entry[3:] for entry in status.stdout.split(b"\0") if entry]
-    return lines[1], any(_covered(path) for path in changed)
+    listed = package_files(package) if files is None else files
+    return lines[1], not _same_blobs(package, listed, committed)
 
 
-def _covered(path: bytes) -> bool:
-    """Whether a path git lists is one the digest covers (not Python's own output)."""
-    parts = path.rstrip(b"/").split(b"/")
-    return b"__pycache__" not in parts and not path.endswith(b".pyc")
+def head_blobs(top: Path, tree: str) -> dict[bytes, str] | None:
+    """The object id of each covered entry of the git tree `tree` (HEAD's `dlm_git/`) of
+    the repository at `top`, by path; None where git cannot list it."""
+    from dlm_git.gitio import GitError, tree_entries
+
+    try:
+        listed = tree_entries([], top, tree, recursive=True, check=True, elsewhere=True)
+    except GitError:
+        return None
+    return {
+        path.encode("utf-8", "surrogateescape"): oid if kind == "blob" else ""
+        for _mode, kind, oid, path in listed  # a link (120000) is a blob: its text
+        if _covered(path)
+    }
+
+
+def _same_blobs(package: Path, files: list[bytes], committed: dict[bytes, str]) -> bool:
+    """Whether `files` are exactly HEAD's covered paths, each with the bytes of its blob:
+    git's own object id of the bytes on disk (`commit` is named by git's object ids, so
+    this trusts nothing that name does not)."""
+    if set(files) != set(committed):
+        return False
+    return all(_blob_id(package, rel, len(committed[rel])) == committed[rel] for rel in files)
+
+
+def _blob_id(package: Path, rel: bytes, size: int) -> str | None:
+    """git's object id of the regular file `rel` (SHA-1 for a 40-hex id, else SHA-256);
+    None for what is no readable regular file."""
+    path = os.path.join(os.fsencode(package), rel)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    algo = hashlib.sha1 if size == 40 else hashlib.sha256
+    return algo(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _covered(path: str) -> bool:
+    """Whether a path of HEAD's tree is one the digest covers (none in `__pycache__/`)."""
+    return "__pycache__" not in path.split("/")[:-1]
 
 
 def from_json(value: object) -> Identity | None:

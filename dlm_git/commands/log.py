@@ -105,7 +105,7 @@ def _verifier(local: dict[str, Any]) -> str:
 
     found = from_json(local.get("verifier"))
     if found is None:
-        return "unknown (remembered by a dlm-git that did not record it)"
+        return "unknown (not recorded, or not of the expected shape)"
     return found.describe()
 
 

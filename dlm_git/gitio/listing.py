@@ -36,13 +36,20 @@ def _records(out: bytes, fields: int) -> list[tuple[str, ...]]:
 
 
 def tree_entries(
-    paths: Sequence[str], cwd: Path, rev: str, recursive: bool = False, check: bool = False
+    paths: Sequence[str],
+    cwd: Path,
+    rev: str,
+    recursive: bool = False,
+    check: bool = False,
+    *,
+    elsewhere: bool = False,
 ) -> list[tuple[str, str, str, str]]:
     """(mode, type, object id, path) of commit `rev`'s entries at `paths` (with
     `recursive`: every file under them). Empty when `rev` is not a tree-ish here (with
-    `check`: `GitError`, as when an object of the tree is missing)."""
+    `check`: `GitError`, as when an object of the tree is missing); `elsewhere` as for
+    `process.run_git`."""
     args = [LITERAL, "ls-tree", "-z", "--full-tree", *(["-r"] if recursive else []), rev]
-    out = git([*args, "--", *paths], cwd, check=check)
+    out = git([*args, "--", *paths], cwd, check=check, elsewhere=elsewhere)
     return [(mode, kind, oid, path) for mode, kind, oid, path in _records(out, 3)]
 
 

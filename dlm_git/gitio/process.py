@@ -99,9 +99,17 @@ def start_git(args: Sequence[str], cwd: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def git(args: Sequence[str], cwd: Path, input: bytes | None = None, check: bool = True) -> bytes:
-    """stdout of `git <args>`; with `check`, a failure is a `GitError` with git's last line."""
-    proc = run_git(args, cwd, input)
+def git(
+    args: Sequence[str],
+    cwd: Path,
+    input: bytes | None = None,
+    check: bool = True,
+    *,
+    elsewhere: bool = False,
+) -> bytes:
+    """stdout of `git <args>` (in `child_env(elsewhere)`); with `check`, a failure is a
+    `GitError` with git's last line."""
+    proc = run_git(args, cwd, input, elsewhere=elsewhere)
     if check and proc.returncode != 0:
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]}", msg[-1] if msg else f"exit {proc.returncode}")

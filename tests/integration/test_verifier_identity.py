@@ -150,7 +150,7 @@ def test_a_verdict_remembered_without_a_known_verifier_shows_unknown(
     local, lines = log_lines(forge)
     assert local["verdict"] == "VERIFIED" and local["verifier"] is None
     shown = [line.strip() for line in lines if line.strip().startswith("verifier")]
-    assert shown == ["verifier  unknown (remembered by a dlm-git that did not record it)"]
+    assert shown == ["verifier  unknown (not recorded, or not of the expected shape)"]
     assert from_json(verifier) is None
 
 

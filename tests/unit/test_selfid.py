@@ -29,7 +29,7 @@ def tiny_package(parent: Path) -> Path:
 
 def copy_running(dest: Path) -> Path:
     """A copy of the package this test imports, without Python's own output."""
-    shutil.copytree(RUNNING, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(RUNNING, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
 
 
@@ -51,7 +51,6 @@ def test_the_same_files_give_the_same_digest_wherever_and_whenever(tmp_path: Pat
         path.chmod(0o700 if path.is_dir() else 0o600)
     (second / "__pycache__").mkdir()
     (second / "__pycache__" / "cli.cpython-311.pyc").write_bytes(b"compiled")
-    (second / "stray.pyc").write_bytes(b"compiled")
     digest, files = package_digest(first)
     assert package_digest(second) == (digest, files)
     assert files == sum(1 for p in first.rglob("*") if p.is_file())
@@ -73,6 +72,9 @@ EDITS = {
     "a byte of package data": lambda p: (p / "data/a.txt").write_bytes(b"b\n"),
     "a new file": lambda p: (p / "extra.py").write_bytes(b""),
     "a new file beside the bytecode": lambda p: (p / "__init__.pyi").write_bytes(b""),
+    # Python imports a sourceless `.pyc` outside `__pycache__/`: `data/` becomes a package
+    "a sourceless bytecode module": lambda p: (p / "data/__init__.pyc").write_bytes(b"x"),
+    "a sourceless module shadowing a source": lambda p: (p / "core.pyc").write_bytes(b"x"),
     "a removed file": lambda p: (p / "data/a.txt").unlink(),
     "a renamed file": lambda p: (p / "core.py").rename(p / "kernel.py"),
     "CRLF line endings": _crlf,
@@ -126,12 +128,57 @@ def test_a_checkout_names_its_commit_and_whether_the_files_differ(tmp_path: Path
         (lambda: _flip_byte(package), lambda: git(repo, "checkout", "--", "dlm_git")),
         (lambda: (package / "new.py").write_bytes(b""), lambda: (package / "new.py").unlink()),
         (lambda: (package / "fast.so").write_bytes(b""), lambda: (package / "fast.so").unlink()),
+        (lambda: (package / "core.pyc").write_bytes(b""), lambda: (package / "core.pyc").unlink()),
         (lambda: (package / "core.py").unlink(), lambda: git(repo, "checkout", "--", "dlm_git")),
     ]:
         change()
         assert checkout_state(package) == (sha, True)
         undo()
         assert checkout_state(package) == (sha, False)
+
+
+def _committed(tmp_path: Path) -> tuple[Path, Path, str]:
+    repo = init_repo(tmp_path / "checkout")
+    package = tiny_package(repo)
+    return repo, package, commit_all(repo, "dlm-git")
+
+
+@pytest.mark.parametrize("bit", ["--assume-unchanged", "--skip-worktree"])
+def test_dirty_is_read_from_the_bytes_not_from_the_index_bits(tmp_path: Path, bit: str) -> None:
+    repo, package, sha = _committed(tmp_path)
+    git(repo, "update-index", bit, "dlm_git/core.py")
+    _flip_byte(package)
+    assert git(repo, "status", "--porcelain", "--", "dlm_git") == ""  # git: clean
+    assert checkout_state(package) == (sha, True)
+
+
+def test_end_of_line_conversion_is_dirty_the_bytes_that_run_differ(tmp_path: Path) -> None:
+    repo, package, sha = _committed(tmp_path)
+    git(repo, "config", "core.autocrlf", "true")
+    (package / "core.py").unlink()
+    git(repo, "checkout", "--", "dlm_git")  # written back with CRLF, as on Windows
+    assert b"\r\n" in (package / "core.py").read_bytes()
+    assert git(repo, "status", "--porcelain", "--", "dlm_git") == ""  # git: clean
+    assert checkout_state(package) == (sha, True)
+
+
+def test_a_link_in_heads_tree_is_its_text_so_a_followed_link_is_dirty(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "checkout")
+    package = tiny_package(repo)
+    (package / "alias.py").symlink_to("core.py")
+    sha = commit_all(repo, "dlm-git with a link")
+    assert checkout_state(package) == (sha, True)  # disk: core.py's bytes; HEAD: `core.py`
+
+
+def test_identify_writes_nothing_in_the_checkout_not_even_the_index(tmp_path: Path) -> None:
+    repo, package, sha = _committed(tmp_path)
+    for path in package.rglob("*"):
+        os.utime(path, (1e9, 1e9))  # new stat data: `git status` would rewrite the index
+    index = repo / ".git" / "index"
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
+    assert identify(package).dirty is False
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before
+    assert not (repo / ".git" / "index.lock").exists()
 
 
 def test_the_callers_repository_variables_never_name_the_verifiers_checkout(
