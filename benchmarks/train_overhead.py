@@ -50,6 +50,10 @@ class Timing:
     seconds: float
     tokens: int
     steps: int
+    outside: float = 0.0
+    """ours: wall time outside the training loop (run.json: wall - train seconds)."""
+    snapshots: float = 0.0
+    """ours: time the training thread spent on segment snapshots (run.json)."""
 
 
 def demo_copy(workdir: Path, steps: int, index: int, base: str = "builtin:tiny") -> Path:
@@ -83,8 +87,9 @@ def run_ours(doc: Path, threads: int, segment_every: int | None = None) -> Timin
     options = TrainOptions(device="cpu", threads=threads, quiet=True, segment_every=segment_every)
     outcome = run_train(doc, options)
     seconds = time.perf_counter() - start
-    t = outcome.manifest.training
-    return Timing(seconds, t.tokens_trained, t.steps)
+    t, run = outcome.manifest.training, outcome.run_record
+    outside = run["wall_seconds"] - run["train_seconds"]
+    return Timing(seconds, t.tokens_trained, t.steps, outside, run.get("snapshot_seconds", 0.0))
 
 
 def run_bare(
@@ -255,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:4s}: best {t.seconds:.3f} s, median {median[name]:.3f} s, "
             f"{t.tokens / t.seconds:.1f} tok/s (best), {t.tokens} tokens, {t.steps} steps"
         )
+    ours = results["ours"]
+    print(
+        f"ours, medians: {statistics.median(t.outside for t in ours):.3f} s outside the "
+        f"training loop (tokens, model, adapter, records), "
+        f"{statistics.median(t.snapshots for t in ours):.3f} s of segment snapshots on the "
+        "training thread (captures, and the wait for the writer)"
+    )
     ratio = best["ours"].seconds / best["bare"].seconds
     overhead = ratio - 1.0
     median_overhead = median["ours"] / median["bare"] - 1.0

@@ -12,7 +12,9 @@ Invariants:
 - Records written before this form (the spec in `base_model_name_or_path`, revision
   null, no card) are recognised by `legacy_adapter_config`, never rewritten.
 - The new adapter replaces the old one by rename; a failure before that leaves the old
-  adapter untouched.
+  adapter untouched. Every file of the new copy, and its directory, is flushed to disk
+  before the rename (`install_dir`), so a record written after it never names bytes a
+  crash could lose (peft's own save does not fsync).
 - Staging directories are `.<out>.new.<pid>.*` / `.<out>.old.<pid>.*` beside the out:
   ignored by git (`dlm-git init`'s .gitignore lines) and, when a killed run leaves them
   behind, removed by the next train of the document (`sweep_stale`).
@@ -125,6 +127,18 @@ def sweep_stale(directory: Path, names: tuple[str, ...]) -> list[str]:
     return sorted(removed)
 
 
+def _flush(staging: Path) -> None:
+    """Every regular file directly in `staging` fsynced, then `staging` itself."""
+    for entry in os.scandir(staging):
+        if entry.is_file(follow_symlinks=False):
+            fd = os.open(entry.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fsync_dir(staging)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -136,8 +150,10 @@ def _alive(pid: int) -> bool:
 
 
 def install_dir(staging: Path, dest: Path) -> None:
-    """Replace `dest` with `staging` (rename dance; the old copy is removed last)."""
+    """Replace `dest` with `staging` (rename dance; the old copy is removed last), its
+    files and itself durable first."""
     os.chmod(staging, DIR_MODE)
+    _flush(staging)
     old = None
     if dest.exists() or dest.is_symlink():
         old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.{os.getpid()}.", dir=dest.parent))

@@ -221,7 +221,8 @@ def _fit_here(
     run = build_training(loaded, resolved, env.device, tok, options.segment_every)
     result, seconds = _fit(run, tok, options.quiet, _outline(loaded, run, tok))
     record, segments = _install_adapter(run, loaded.layout, card)
-    return Fitted(run.config, result, record, segments, seconds)
+    facts = {"snapshot_seconds": round(run.segments.seconds, 3)} if run.segments else {}
+    return Fitted(run.config, result, record, segments, seconds, facts)
 
 
 def _fit(
@@ -251,8 +252,9 @@ def _fit(
 def _install_adapter(
     run: TrainingRun, layout: DocLayout, card: CardFacts
 ) -> tuple[AdapterRecord, SegmentsRecord | None]:
-    """Save the adapter and its card through a staging directory and install it (then the
-    segments)."""
+    """Save the adapter and its card through a staging directory (while the segment
+    writer finishes the last snapshots), wait until every snapshot is durable, then
+    install the adapter and the segments: a failed snapshot write installs nothing."""
     from dlm_git.train.adapter import install_dir, save_adapter, staging_dir
     from dlm_git.train.card import write_card
 
@@ -261,6 +263,8 @@ def _install_adapter(
         save_adapter(run.model, staging, card.hub)
         write_card(staging, card, run.config)
         record = adapter_record(staging)
+        if run.segments is not None:
+            run.segments.wait()
     except BaseException:
         import shutil
 

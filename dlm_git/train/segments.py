@@ -10,23 +10,31 @@ commits to the whole chain before it; the chain root (digest of the last boundar
 the manifest. The first `prev` is a genesis digest binding the training config, the
 token stream and the base weights.
 
-Invariant: replaying a segment = restoring boundary k-1 and training to boundary k must
-give byte-identical boundary k under the determinism class `strong`.
+Invariants:
+- Replaying a segment = restoring boundary k-1 and training to boundary k must give
+  byte-identical boundary k under the determinism class `strong`.
+- A boundary is captured on the training thread at its step (host copies of every
+  tensor) and encoded and written by a background writer, in step order
+  (`SegmentWriter`); no record names the chain until `wait` has returned, i.e. until
+  every boundary file is written, fsynced and named durably. A failed write is the run's
+  error (raised on the training thread), and the staging dir is removed.
 """
 
 from __future__ import annotations
 
 import random
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dlm_git.fsutil import atomic_write_bytes
+from dlm_git.fsutil import atomic_write_bytes, fsync_dir
 from dlm_git.hashing import canonical_json, canonical_json_sha256, float_hex, sha256_bytes
 from dlm_git.layout import DocLayout
 from dlm_git.manifest.schema import SegmentsRecord
 from dlm_git.safeparse import load_json
+from dlm_git.train.background import BackgroundWriter
 
 if TYPE_CHECKING:
     import torch
@@ -171,7 +179,14 @@ def encode_boundary(
 
 @dataclass
 class SegmentWriter:
-    """Training-side: writes boundaries into a staging dir; `finish` installs them."""
+    """Training-side: captures each boundary at its step and hands it to a background
+    writer (`dlm_git.train.background`: in order, a bounded queue) that encodes it and
+    writes it into a staging dir; `wait` returns once every boundary is written and
+    durable (or raises the writer's error), `finish` then installs them.
+
+    The capture copies every tensor to host memory at the step, so training mutates on
+    while the copy is written; the bytes are those a write on the training thread gave.
+    """
 
     layout: DocLayout
     every: int
@@ -179,6 +194,9 @@ class SegmentWriter:
     staging: Path
     count: int = 0
     last_step: int = 0
+    seconds: float = 0.0
+    """Time the training thread spent on snapshots (captures, and `wait`): run.json."""
+    writer: BackgroundWriter = field(default_factory=lambda: BackgroundWriter("dlm-segments"))
 
     @classmethod
     def create(cls, layout: DocLayout, every: int, genesis_digest: str) -> SegmentWriter:
@@ -189,24 +207,45 @@ class SegmentWriter:
     def on_boundary(
         self, step: int, model: torch.nn.Module, trainer: Trainer, result: LoopResult
     ) -> None:
+        started = time.perf_counter()
         tensors, scalars = capture(model, trainer)
         losses = (
             result.losses[self.last_step - (result.steps - len(result.losses)) :] if step else []
         )
-        blob, data, digest = encode_boundary(tensors, scalars, list(losses), self.prev)
-        atomic_write_bytes(self.staging / f"{boundary_name(step)}.safetensors", blob)
-        atomic_write_bytes(self.staging / f"{boundary_name(step)}.json", data)
-        self.prev = digest
+        kept = list(losses)
+        self.writer.submit(lambda: self._write(step, tensors, scalars, kept))
         self.count += 1
         self.last_step = step
+        self.seconds += time.perf_counter() - started
+
+    def _write(
+        self, step: int, tensors: dict[str, Any], scalars: dict[str, Any], losses: list[float]
+    ) -> None:
+        """On the writer thread, in step order: encode, write and fsync both files (the
+        staging dir itself is made durable once, by `wait`)."""
+        blob, data, digest = encode_boundary(tensors, scalars, losses, self.prev)
+        name = boundary_name(step)
+        atomic_write_bytes(self.staging / f"{name}.safetensors", blob, sync_dir=False)
+        atomic_write_bytes(self.staging / f"{name}.json", data, sync_dir=False)
+        self.prev = digest
+
+    def wait(self) -> None:
+        """Every boundary captured so far written, fsynced and named durably in the
+        staging dir; the writer's error, if a write failed."""
+        started = time.perf_counter()
+        self.writer.wait()
+        fsync_dir(self.staging)
+        self.seconds += time.perf_counter() - started
 
     def finish(self) -> SegmentsRecord:
         from dlm_git.train.adapter import install_dir
 
+        self.wait()
         install_dir(self.staging, self.layout.segments)
         return SegmentsRecord(every=self.every, count=self.count, chain_root=self.prev)
 
     def abort(self) -> None:
+        self.writer.cancel()
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
