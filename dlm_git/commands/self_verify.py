@@ -1,9 +1,10 @@
 """`dlm-git self-verify ARTIFACT --key PUB.pem [--signature SIG] [--installed] [--json]`: is
 this dlm-git release (a wheel or sdist, downloaded or built) the one its publisher signed
 with `make release SIGNING_KEY=...`, and with `--installed`, is the dlm-git running this
-exactly that wheel's files? One line; exit 0 VERIFIED, 1 FAILED (a changed byte, another
-key, a malformed signature), 2 misuse (a missing file, a key that is not an EC public key).
-The check itself is `dlm_git.sign.artifact`; it needs no `sign` extra."""
+exactly that wheel's files (no link, no special file, every `__pycache__/*.pyc` the
+compiled bytecode of a verified source)? One line; exit 0 VERIFIED, 1 FAILED (a changed
+byte, another key, a malformed signature), 2 misuse (a missing file, a key that is not an
+EC public key). The check itself is `dlm_git.sign.artifact`; it needs no `sign` extra."""
 
 from __future__ import annotations
 

@@ -14,8 +14,12 @@ Invariants:
   is inside it (METADATA, PKG-INFO), and `ArtifactCheck.sha256` names what was checked.
 - `--installed` (a wheel only) then compares the dlm-git that runs the check with the
   verified wheel: every `dlm_git/` file its RECORD lists must be installed with that
-  sha256, and no other file may lie in the installed package (compiled `__pycache__`
-  aside). One entry per file changed, missing or added.
+  sha256, and no other file may lie in the installed package. One entry per file
+  changed, missing or added; a symbolic link (file or directory: import would follow
+  it) and anything but a regular file or directory are entries too, never followed or
+  read; each `__pycache__/` file must be the compiled bytecode of a verified source
+  (`sign.bytecode`). The walk looks at most 4 entries per released file (plus 64). A
+  RECORD csv cannot read (in a wheel whose signature holds) is FAILED, one line.
 - What the auditor gives (the artifact, the signature, the key) is read through
   `fsutil` (regular files only, never a FIFO, bounded): a path that is missing or not a
   regular file, or a key that is not an EC public key, is a usage error naming it.
@@ -27,8 +31,9 @@ import base64
 import csv
 import io
 import os
+import stat
 import zipfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -40,6 +45,7 @@ from dlm_git.sign.bundle import (
     parse_bundle,
     signature_holds,
 )
+from dlm_git.sign.bytecode import bytecode_problems
 from dlm_git.sign.trust import MAX_KEY_BYTES, key_hint
 
 SIGNATURE_SUFFIX = ".sig"
@@ -123,8 +129,13 @@ def verify_artifact(artifact: Path, signature: Path, public_key: Path) -> Artifa
     return ArtifactCheck(ArtifactVerdict.VERIFIED, sha, f"signed by {public_key} ({hint[:16]}…)")
 
 
+class MalformedRecord(Exception):
+    """The signed wheel's RECORD cannot be read as the CSV a wheel carries."""
+
+
 def _wheel_record(wheel: Path) -> dict[str, str]:
-    """`dlm_git/` path -> RECORD digest (`sha256=` urlsafe base64) of each package file."""
+    """`dlm_git/` path -> RECORD digest (`sha256=` urlsafe base64) of each package file;
+    `MalformedRecord` where the RECORD is not CSV (a field past csv's limit included)."""
     try:
         with zipfile.ZipFile(wheel) as archive:
             names = [n for n in archive.namelist() if n.endswith(".dist-info/RECORD")]
@@ -135,7 +146,10 @@ def _wheel_record(wheel: Path) -> dict[str, str]:
         raise UsageError(
             str(wheel), "is not a wheel", "--installed checks against the .whl"
         ) from None
-    rows = csv.reader(io.StringIO(text))
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error:
+        raise MalformedRecord from None
     return {
         row[0]: row[1]
         for row in rows
@@ -144,42 +158,91 @@ def _wheel_record(wheel: Path) -> dict[str, str]:
 
 
 def _record_digest(path: Path) -> str:
-    raw = bytes.fromhex(digest_regular(path, "sha256"))
+    raw = bytes.fromhex(digest_regular(path, "sha256", follow_symlinks=False))
     return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
-def _package_files(package_dir: Path) -> dict[str, Path]:
-    """`dlm_git/...` -> path of every file of the installed package, caches aside."""
-    out = {}
+@dataclass
+class _Installed:
+    """What lies in the installed package: its files, its `__pycache__/` files and the
+    entries refused outright, with why (each by `dlm_git/...` name)."""
+
+    files: dict[str, Path] = field(default_factory=dict)
+    caches: dict[str, Path] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def _entry_problem(path: Path) -> str | None:
+    """Why an entry of the installed package is refused: a symbolic link (to a file or to a
+    directory, which import would follow) or anything but a regular file or directory."""
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link"
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return "is not a regular file"
+    return None
+
+
+def _package_files(package_dir: Path, limit: int) -> _Installed:
+    """Every entry of the installed package, never following a link; at most `limit` of
+    them are looked at (more is a problem in itself)."""
+    found, seen = _Installed(), 0
     for top, dirs, files in os.walk(package_dir):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in files:
+        kept = []
+        for name in sorted(dirs) + sorted(files):
             path = Path(top) / name
-            out[f"{PACKAGE}/{path.relative_to(package_dir).as_posix()}"] = path
-    return out
+            rel = f"{PACKAGE}/{path.relative_to(package_dir).as_posix()}"
+            seen += 1
+            if seen > limit:
+                found.refused[f"{PACKAGE}/"] = f"holds more than {limit} entries"
+                dirs[:] = []
+                return found
+            why = _entry_problem(path)
+            if why is not None:
+                found.refused[rel] = why
+            elif name in dirs:
+                kept.append(name)
+            elif Path(top).name == "__pycache__":
+                found.caches[rel] = path
+            else:
+                found.files[rel] = path
+        dirs[:] = kept
+    return found
 
 
-def installed_problems(wheel: Path, package_dir: Path) -> list[str]:
-    """How the package installed at `package_dir` differs from the wheel's package files."""
-    recorded, present = _wheel_record(wheel), _package_files(package_dir)
-    problems = []
+def installed_problems(recorded: dict[str, str], package_dir: Path) -> list[str]:
+    """How the package installed at `package_dir` differs from the wheel's package files
+    (`recorded`: RECORD's `dlm_git/` entries), its bytecode caches included."""
+    present = _package_files(package_dir, 4 * len(recorded) + 64)
+    problems = [f"{name} {why}" for name, why in present.refused.items()]
+    verified: dict[str, Path] = {}
     for name, digest in sorted(recorded.items()):
-        if name not in present:
+        if name in present.refused:
+            continue
+        if name not in present.files:
             problems.append(f"{name} is missing")
-        elif _record_digest(present[name]) != digest:
+        elif _record_digest(present.files[name]) != digest:
             problems.append(f"{name} differs")
-    problems += [f"{name} is not in the release" for name in sorted(set(present) - set(recorded))]
-    return problems
+        else:
+            verified[name] = present.files[name]
+    extra = sorted(set(present.files) - set(recorded))
+    problems += [f"{name} is not in the release" for name in extra]
+    return problems + bytecode_problems(present.caches, verified, recorded.keys())
 
 
 def check_installed(check: ArtifactCheck, wheel: Path, package_dir: Path) -> ArtifactCheck:
     """A VERIFIED wheel check, extended to the installed package at `package_dir`."""
     if check.verdict is not ArtifactVerdict.VERIFIED:
         return check
-    problems = installed_problems(wheel, package_dir)
+    try:
+        recorded = _wheel_record(wheel)
+    except MalformedRecord:
+        why = f"the signed wheel's RECORD is malformed: cannot compare {package_dir} with it"
+        return replace(check, verdict=ArtifactVerdict.FAILED, detail=why)
+    problems = installed_problems(recorded, package_dir)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         why = f"the running dlm-git ({package_dir}) is not this release: {'; '.join(problems[:3])}"
         return replace(check, verdict=ArtifactVerdict.FAILED, detail=why + more)
-    same = f"the running dlm-git ({package_dir}) is its {len(_wheel_record(wheel))} files"
+    same = f"the running dlm-git ({package_dir}) is its {len(recorded)} files"
     return replace(check, detail=f"{check.detail}; {same}")

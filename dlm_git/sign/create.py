@@ -22,8 +22,14 @@ import tempfile
 from pathlib import Path
 
 from dlm_git import gitio
-from dlm_git.errors import DlmGitError
-from dlm_git.fsutil import MAX_RECORD_BYTES, atomic_write_bytes, fsync_dir, read_regular
+from dlm_git.errors import DlmGitError, UsageError
+from dlm_git.fsutil import (
+    MAX_RECORD_BYTES,
+    NotRegularFile,
+    atomic_write_bytes,
+    fsync_dir,
+    read_regular,
+)
 from dlm_git.hashing import sha256_file
 from dlm_git.layout import (
     ADAPTER_DIR,
@@ -99,19 +105,47 @@ def sign_document(target: Path, key: Path) -> Path:
     return layout.signature
 
 
-def model_signing_bundle(target: Path, key: Path, ignore: list[str]) -> bytes:
-    """The model_signing bundle (Sigstore bundle, DSSE, in-toto v1, `files` serialization
-    with sha256) over `target`, a directory less the `ignore` paths or a single file (its
-    one resource is named "."), signed with the EC private key at `key`: the one signing
-    function of documents (`sign_document`) and release artifacts (`make release`)."""
+def check_signing_key(key: Path) -> None:
+    """Before any work: model_signing imports and `key` is an EC private key PEM (a regular
+    file); else `UsageError` naming the key (SignError when the extra is missing)."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    _model_signing()
     try:
-        from model_signing import hashing, signing
-    except ImportError as exc:  # model_signing, or the pyOpenSSL it imports undeclared
+        pem = read_regular(key, MAX_KEY_BYTES, hint=KEY_HINT)
+    except NotRegularFile as exc:
+        raise UsageError(exc.subject, exc.message, KEY_HINT) from None
+    except OSError as exc:
+        raise UsageError(str(key), exc.strerror or "cannot be read", KEY_HINT) from None
+    try:
+        loaded = load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError):
+        loaded = None
+    if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+        raise UsageError(str(key), "is not an unencrypted EC private key PEM", KEY_HINT)
+
+
+def _model_signing() -> None:
+    """SignError unless model_signing (and the pyOpenSSL it imports undeclared) imports."""
+    try:
+        from model_signing import hashing, signing  # noqa: F401
+    except ImportError as exc:
         raise SignError(
             "dlm-git sign",
             f"needs the sign extra ({exc.name or 'model_signing'} is not installed)",
             "pip install -c requirements/constraints.txt 'dlm-git[sign]'",
         ) from None
+
+
+def model_signing_bundle(target: Path, key: Path, ignore: list[str]) -> bytes:
+    """The model_signing bundle (Sigstore bundle, DSSE, in-toto v1, `files` serialization
+    with sha256) over `target`, a directory less the `ignore` paths or a single file (its
+    one resource is named "."), signed with the EC private key at `key`: the one signing
+    function of documents (`sign_document`) and release artifacts (`make release`)."""
+    _model_signing()
+    from model_signing import hashing, signing
+
     read_regular(key, MAX_KEY_BYTES, hint=KEY_HINT)  # model_signing reads it unchecked
     fd, tmp = tempfile.mkstemp(prefix=".dlm-sig.", dir=target.parent)
     os.close(fd)

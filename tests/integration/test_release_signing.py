@@ -13,6 +13,8 @@ a missing artifact. A second release of the same commit gives the same bytes.
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import os
 import shutil
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from dlm_git.sign.create import model_signing_bundle
 from dlm_git.sign.trust import key_hint
 from tests.support.cli import Run, dlm_git, run_cmd
 from tests.support.env import VENV_BIN
@@ -198,3 +201,154 @@ def test_installed_checks_the_running_dlm_git_against_the_wheel(
         "is not this release: dlm_git/cli.py differs; dlm_git/extra.py is not in the release"
     )
     self_verify(SDIST).one_line_error(2, SDIST, "is not a wheel")
+
+
+SHADOW = b"\nimport sys as _sys\n_sys.stderr.write('shadowed\\n')\n"
+"""What an attacker appends to dlm_git/plugins.py's source: it runs on every dlm-git start."""
+
+
+def _swapped_pyc(source: Path, payload: bytes, tag_opt: str = "") -> bytes:
+    """A timestamp `.pyc` of `payload` whose header carries `source`'s date and size: import
+    runs it instead of `source`."""
+    code = compile(payload, str(source), "exec", dont_inherit=True)
+    st = source.stat()
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+    header += (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+    return header + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little") + marshal.dumps(code)
+
+
+def test_installed_refuses_links_special_files_and_foreign_bytecode(
+    released: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """`--installed` judges everything import may run: pip's own compiled caches pass; a
+    `.pyc` swapped in with the source's date and size (import runs it), a symbolic link
+    to a directory that shadows a module, a FIFO in a released file's place and bytecode
+    of another interpreter or of no released source each fail, named."""
+    _, dist, keys = released
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+    run_cmd([*pip, str(dist / WHEEL)], tmp_path, check=True)
+    package, tag = target / "dlm_git", sys.implementation.cache_tag
+    cache = package / "__pycache__" / f"plugins.{tag}.pyc"
+    assert cache.is_file()  # pip compiled the package at install
+    argv = [sys.executable, "-m", "dlm_git", "self-verify", "--installed", str(dist / WHEEL)]
+    argv += ["--key", pub(keys, "alice")]
+
+    def fails_with(problem: str) -> None:
+        result = run_cmd(argv, tmp_path, PYTHONPATH=str(target))
+        assert result.code == 1 and ": FAILED sha256 " in result.stdout, (
+            result.stdout + result.stderr
+        )
+        assert result.stdout.rstrip().endswith(f"is not this release: {problem}"), result.stdout
+
+    ok = run_cmd(argv, tmp_path, PYTHONPATH=str(target))
+    assert ok.code == 0 and ": VERIFIED sha256 " in ok.stdout, ok.stdout + ok.stderr
+
+    source = (package / "plugins.py").read_bytes()
+    honest = cache.read_bytes()
+    cache.write_bytes(_swapped_pyc(package / "plugins.py", source + SHADOW))
+    ran = run_cmd(
+        [sys.executable, "-c", "import dlm_git.plugins"], tmp_path, PYTHONPATH=str(target)
+    )
+    assert ran.stderr == "shadowed\n"  # the hole is real: import ran the swapped bytecode
+    fails_with(
+        f"dlm_git/__pycache__/plugins.{tag}.pyc is not the compiled source (its code differs)"
+    )
+    cache.write_bytes(honest)
+
+    shadow = tmp_path / "shadow" / "plugins"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_bytes(source + SHADOW)
+    os.symlink(shadow, package / "plugins")
+    ran = run_cmd(
+        [sys.executable, "-c", "import dlm_git.plugins"], tmp_path, PYTHONPATH=str(target)
+    )
+    assert ran.stderr == "shadowed\n"  # a package directory comes before plugins.py
+    fails_with("dlm_git/plugins is a symbolic link")
+    os.unlink(package / "plugins")
+
+    (package / "py.typed").unlink()
+    os.mkfifo(package / "py.typed")
+    fails_with("dlm_git/py.typed is not a regular file")
+    os.unlink(package / "py.typed")
+    (package / "py.typed").write_bytes(b"")
+
+    (package / "__pycache__" / "plugins.cpython-99.pyc").write_bytes(honest)
+    fails_with(
+        "dlm_git/__pycache__/plugins.cpython-99.pyc is bytecode of another interpreter "
+        "(cpython-99): it cannot be checked here"
+    )
+    (package / "__pycache__" / "plugins.cpython-99.pyc").unlink()
+    (package / "__pycache__" / f"gone.{tag}.pyc").write_bytes(honest)
+    fails_with(f"dlm_git/__pycache__/gone.{tag}.pyc is bytecode of no source in the release")
+
+
+def test_a_signed_wheel_with_a_malformed_record_fails(
+    released: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """A RECORD csv cannot read (a field over its 128 KiB limit), in a wheel signed by the
+    trusted key: `--installed` is FAILED, one line, never a traceback."""
+    _, dist, keys = released
+    wheel = tmp_path / WHEEL
+    with zipfile.ZipFile(dist / WHEEL) as src, zipfile.ZipFile(wheel, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith(".dist-info/RECORD"):
+                data += b'"' + b"x" * (200 << 10) + b'",,\n'
+            dst.writestr(info, data)
+    (tmp_path / f"{WHEEL}.sig").write_bytes(
+        model_signing_bundle(wheel, keys / "alice" / "dlm-signing-key.pem", [])
+    )
+    argv = [sys.executable, "-m", "dlm_git", "self-verify", "--installed", str(wheel)]
+    result = run_cmd([*argv, "--key", pub(keys, "alice")], tmp_path)
+    assert result.code == 1 and result.stderr == "", result.stdout + result.stderr
+    assert (
+        result.stdout.startswith(f"{wheel}: FAILED sha256 ")
+        and len(result.stdout.splitlines()) == 1
+    )
+    assert "the signed wheel's RECORD is malformed" in result.stdout
+
+
+def test_the_release_does_not_depend_on_the_releasers_git_config(
+    released: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """core.autocrlf=true in the releaser's global config (git archive would write CRLF
+    sources): the same SHA256SUMS, since the tree is written from git's raw objects."""
+    repo, dist, _ = released
+    config = tmp_path / "gitconfig"
+    config.write_text("[core]\n\tautocrlf = true\n", "utf-8")
+    again = tmp_path / "again"
+    argv = [sys.executable, str(RELEASE_SCRIPT), "--out", str(again)]
+    out = run_cmd(argv, repo, check=True, GIT_CONFIG_GLOBAL=str(config))
+    assert out.stdout.splitlines() == (dist / "SHA256SUMS").read_text("utf-8").splitlines()
+
+
+def test_a_key_that_is_not_a_private_key_is_refused_before_anything_is_built(
+    released: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The public key given as the signing key: one line naming it, exit 2, and the output
+    directory exactly as it was (an earlier signature kept, nothing written unsigned)."""
+    repo, _, keys = released
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{WHEEL}.sig").write_bytes(b"an earlier signature")
+    public = pub(keys, "alice")
+    argv = [sys.executable, str(RELEASE_SCRIPT), "--out", str(out), "--key", public]
+    run_cmd(argv, repo).one_line_error(2, public, "is not an unencrypted EC private key PEM")
+    assert sorted(p.name for p in out.iterdir()) == [f"{WHEEL}.sig"]
+    assert (out / f"{WHEEL}.sig").read_bytes() == b"an earlier signature"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dlm-git-release.")]
+
+
+def test_a_symbolic_link_in_the_tree_is_refused_naming_it(tmp_path: Path) -> None:
+    """A release holds regular files only: a committed symbolic link is one line naming
+    it, exit 1, before anything is built, and the output directory is not made."""
+    repo = init_repo(tmp_path / "repo")
+    (repo / "README.md").write_text("x\n", "utf-8")
+    os.symlink("README.md", repo / "link\tname")
+    commit_all(repo, "a link")
+    out = tmp_path / "out"
+    argv = [sys.executable, str(RELEASE_SCRIPT), "--out", str(out)]
+    result = run_cmd(argv, repo)
+    result.one_line_error(1, "link\\tname", "has mode 120000 (not a regular file)")
+    assert not out.exists()
