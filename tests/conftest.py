@@ -25,6 +25,7 @@ from tests.support.docs import write_doc as write_doc_file
 from tests.support.env import isolation
 from tests.support.forger import Forge
 from tests.support.gitrepo import init_repo
+from tests.support.shared import shared_root
 from tests.support.verdicts import call_main_in
 from tests.support.verified import build_verified_repo, copy_repo
 
@@ -61,7 +62,8 @@ def write_doc() -> WriteDoc:
 
 
 # --------------------------------------------------------------------------- the forger
-# One trained, committed repository per session, built only when a test asks for it
+# One trained, committed repository per run (shared by xdist workers), built only when a
+# test asks for it
 # (`dlm-git init` + `dvc repro` + commit, ~40 s: tests/support/verified.py); `forge` gives
 # each test its own full copy (work tree, .git, .dvc/cache) and a `Forge`
 # (tests/support/forger.py) that tampers with it and runs `dlm-git verify`.
@@ -70,7 +72,7 @@ def write_doc() -> WriteDoc:
 @pytest.fixture(scope="session")
 def verified_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pristine trained-and-committed repository. Never modify it: use `forge`."""
-    return build_verified_repo(tmp_path_factory.getbasetemp())
+    return build_verified_repo(shared_root(tmp_path_factory))
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Hostile-input fixtures: a trained repository whose sources have hostile file names
-(tests/support/hostile.py), built once per session from the verified repository
+(tests/support/hostile.py), built once per run from the verified repository
 (tests/support/verified.py). Tests copy it and call the real `dlm-git` executable and
 hook modules as subprocesses (tests/support/cli.py), so a crash shows as what it is: a
 traceback on stderr or a signal (negative exit status)."""
@@ -14,6 +14,7 @@ import pytest
 from tests.support.env import run
 from tests.support.gitrepo import commit_all, git
 from tests.support.hostile import HOSTILE_NAMES, NON_UTF8_NAME, SYMLINKS, dead_pid
+from tests.support.shared import build_once, shared_root
 from tests.support.verified import DOC, copy_repo
 
 
@@ -23,8 +24,16 @@ def hostile_names_repo(tmp_path_factory: pytest.TempPathFactory, verified_repo: 
     sibling note, one to `.git/config`) added to demo/notes,
     stale staging directories planted beside the document (a killed train's leftovers,
     which the next train must sweep), retrained by `dvc repro`, and committed. Built
-    once per session; never modify it (copy it)."""
-    root = copy_repo(verified_repo, tmp_path_factory.mktemp("hostile-names") / "repo")
+    once per run (tests/support/shared.py); never modify it (copy it)."""
+
+    def build(root: Path) -> None:
+        copy_repo(verified_repo, root)
+        _add_hostile_names(root)
+
+    return build_once(shared_root(tmp_path_factory), "hostile-names", build)
+
+
+def _add_hostile_names(root: Path) -> None:
     notes = root / DOC / "notes"
     for i, name in enumerate(HOSTILE_NAMES):
         (notes / name).write_text(f"# Hostile name {i}\n\nThe file named {name!r}.\n", "utf-8")
@@ -47,4 +56,3 @@ def hostile_names_repo(tmp_path_factory: pytest.TempPathFactory, verified_repo: 
     assert not [n for n in stale if (doc / n).exists()], "stale staging not swept"
     commit_all(root, "hostile names in sources")
     assert git(root, "status", "--porcelain") == ""
-    return root

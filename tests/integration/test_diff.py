@@ -1,8 +1,9 @@
 """`dlm-git diff [A] [B]`, specified on a real repository trained by `dvc repro`.
 
-Each test copies the session's verified repository (one committed training of `demo`),
-changes something the way a user would, and reads the diff: the inputs, the lock with
-its severities, the adapter's tensors, the training. Nothing a diff reads is modified.
+Each test copies the session's verified repository (one committed training of `demo`), or
+the one retraining of it shared by the run (`retrained`), changes something the way a
+user would, and reads the diff: the inputs, the lock with its severities, the adapter's
+tensors, the training. Nothing a diff reads is modified.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from typing import Any
 import pytest
 
 from tests.support.env import run
-from tests.support.verified import DOC
+from tests.support.forger import Forge
+from tests.support.gitrepo import commit_all
+from tests.support.shared import build_once, shared_root
+from tests.support.verdicts import call_main_in
+from tests.support.verified import DOC, copy_repo
 
 pytestmark = pytest.mark.slow
 
@@ -56,15 +61,34 @@ def state(forge: Any) -> tuple[str, str, str]:
     return status, forge.git("ls-files", "--stage"), forge.git("rev-parse", "HEAD")
 
 
-@pytest.fixture
-def retrained(forge: Any) -> Any:
+@pytest.fixture(scope="session")
+def retrained_once(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path) -> Path:
     """HEAD~1: the verified training; HEAD: one more Q/A and twice the learning rate,
-    retrained by `dvc repro` (so both adapters are in the DVC cache) and committed."""
-    dlm(forge).write_text(dlm(forge).read_text("utf-8") + NEW_QA, "utf-8")
-    edit(forge, r"^  learning_rate: .*$", "  learning_rate: 0.004")
-    run(["dvc", "repro", "-q"], forge.root)
-    forge.commit("more data, higher learning rate")
-    return forge
+    retrained by `dvc repro` (so both adapters are in the DVC cache) and committed. Built
+    once per run (tests/support/shared.py); never modified: `retrained` copies it."""
+
+    def build(root: Path) -> None:
+        copy_repo(verified_repo, root)
+        doc = root / DOC / f"{DOC}.dlm"
+        text, n = re.subn(
+            r"^  learning_rate: .*$",
+            "  learning_rate: 0.004",
+            doc.read_text("utf-8") + NEW_QA,
+            flags=re.M,
+        )
+        assert n == 1
+        doc.write_text(text, "utf-8")
+        run(["dvc", "repro", "-q"], root)
+        commit_all(root, "more data, higher learning rate")
+
+    return build_once(shared_root(tmp_path_factory), "diff-retrained", build)
+
+
+@pytest.fixture
+def retrained(tmp_path: Path, retrained_once: Path, capfd: pytest.CaptureFixture[str]) -> Forge:
+    """A private copy of `retrained_once`, to read or change."""
+    root = copy_repo(retrained_once, tmp_path / "repo")
+    return Forge(root, call_main_in(root, capfd))
 
 
 def test_a_clean_work_tree_is_unchanged_and_untouched(forge: Any) -> None:

@@ -1,11 +1,11 @@
 """The verified repository: one document, trained and committed the way a user does it,
-built once per test session and copied for every test that changes it.
+built once per test run and copied for every test that changes it.
 
 The repository is built with real parts only: `git init`, `dlm-git init --doc demo
 --no-hooks`, a small training config, `dvc repro` and `git add -A && git commit`, every
 subprocess in the isolated test environment (`tests/support/env.py`). The build is
-keyed by its parent directory and marked ready only when complete, so a session builds
-it once however the suites are selected; a copy (`copy_repo`) holds the work tree, `.git`
+made once per run, whatever the suites selected and the xdist workers, and marked ready
+only when complete (`tests/support/shared.py`); a copy (`copy_repo`) holds the work tree, `.git`
 and `.dvc/cache`, so a test may change anything in it.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from tests.support.docs import set_training
 from tests.support.env import run
 from tests.support.gitrepo import commit_all, git, init_repo
+from tests.support.shared import build_once
 
 DOC = "demo"
 ADAPTER_OUT = f"{DOC}/adapter"
@@ -42,21 +43,16 @@ What is this document for?
 It trains a small LoRA adapter whose bytes are reproducible from this commit.
 """
 
-_BUILT: dict[str, Path] = {}
-
 
 def build_verified_repo(parent: Path) -> Path:
-    """A git repo with one trained, committed document `demo` (built once per session)."""
-    key = str(parent)
-    if key in _BUILT:
-        return _BUILT[key]
-    repo = parent / "verified-repo"
-    ready = parent / "verified-repo.ready"
-    if ready.is_file():
-        _BUILT[key] = repo
-        return repo
-    if repo.exists():
-        shutil.rmtree(repo)
+    """A git repo with one trained, committed document `demo`, built once per run under
+    `parent` (`tests/support/shared.py`), its tiny base installed in this process's cache."""
+    repo = build_once(parent, "verified-repo", _build)
+    install_tiny_base(repo)
+    return repo
+
+
+def _build(repo: Path) -> None:
     init_repo(repo)
     run(["dlm-git", "init", "--doc", DOC, "--no-hooks"], repo)
     doc = repo / DOC / f"{DOC}.dlm"
@@ -65,11 +61,7 @@ def build_verified_repo(parent: Path) -> Path:
     doc.write_text(text.rstrip("\n") + "\n" + EXTRA_QA, "utf-8")
     run(["dvc", "repro"], repo)
     commit_all(repo, "train demo")
-    install_tiny_base(repo)
     assert git(repo, "status", "--porcelain") == "", "training left the work tree dirty"
-    ready.write_text("ok\n")
-    _BUILT[key] = repo
-    return repo
 
 
 def install_tiny_base(repo: Path) -> None:

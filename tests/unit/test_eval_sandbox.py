@@ -308,9 +308,10 @@ def test_the_templates_real_tasks_use_render_as_lm_eval_renders_them(index: int)
     assert bounded == lm_utils.env.from_string(template).render(**doc)  # lm-eval's own
 
 
-class _TagsAsNothing(yaml.SafeLoader):
+class _TagsAsNothing(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """lm-eval's own task files, read for their template strings only (`!function` is
-    lm-eval's tag: read as nothing here)."""
+    lm-eval's tag: read as nothing here); libyaml's parser where PyYAML has it (the same
+    documents, ten times faster over lm-eval's 14,000 files)."""
 
 
 _TagsAsNothing.add_multi_constructor("", lambda loader, suffix, node: None)

@@ -1,11 +1,12 @@
 """The git hooks, driven by real `git commit` / `git merge` / `git push` subprocesses.
 
-One repository is set up once per session the way a user would (`dlm-git init --doc
-notes`, `dvc repro`, `git add -A`, `git commit`; the hook is installed by `init`), and
-every test works on a full copy of it (`.git` and `.dvc/cache` included), so nothing is
-retrained per test. A second fixture retrains once after a `.dlm` edit (`dvc repro`), for
-the "retrained and committed" case and as the source of a second, real adapter. The
-helpers are tests/support/hookrepo.py.
+One repository is set up once per run (shared by xdist workers: tests/support/shared.py)
+the way a user would (`dlm-git init --doc notes`, `dvc repro`, `git add -A`, `git
+commit`; the hook is installed by `init`), and every test works on a full copy of it
+(`.git` and `.dvc/cache` included), so nothing is retrained per test. A second fixture
+retrains once per run after a `.dlm` edit (`dvc repro`), for the "retrained and
+committed" case and as the source of a second, real adapter. The helpers are
+tests/support/hookrepo.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from tests.support.cli import dlm_git
 from tests.support.gitrepo import git, head, init_repo
 from tests.support.hookrepo import DLM, DOC, MANIFEST, commit, edit_dlm, read, repro, write
+from tests.support.shared import build_once, shared_root
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,15 @@ class Trained:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    """`dlm-git init --doc notes` + `dvc repro` + first commit (through the hook)."""
-    repo = init_repo(tmp_path_factory.mktemp("hooks-trained") / "repo")
+    """`dlm-git init --doc notes` + `dvc repro` + first commit (through the hook), built
+    once per run (tests/support/shared.py)."""
+    repo = build_once(shared_root(tmp_path_factory), "hooks-trained", _build_trained)
+    _seed_base_cache(repo)
+    return Trained(repo, head(repo))
+
+
+def _build_trained(repo: Path) -> None:
+    init_repo(repo)
     out = dlm_git(repo, "init", "--doc", DOC, check=True).stdout
     assert "pre-commit: installed" in out
     text = read(repo, DLM).decode("utf-8")
@@ -46,8 +55,6 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
     proc = commit(repo)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", proc.stderr
-    _seed_base_cache(repo)
-    return Trained(repo, head(repo))
 
 
 def _seed_base_cache(repo: Path) -> None:
@@ -64,14 +71,18 @@ def _seed_base_cache(repo: Path) -> None:
 
 @pytest.fixture(scope="session")
 def retrained(trained: Trained, tmp_path_factory: pytest.TempPathFactory) -> Trained:
-    """A copy of `trained` whose .dlm was edited and retrained (`dvc repro`), not staged."""
-    repo = tmp_path_factory.mktemp("hooks-retrained") / "repo"
-    shutil.copytree(trained.repo, repo, symlinks=True)
-    write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")), stage=False)
-    repro(repo)
-    old = json.loads(git(repo, "show", f"HEAD:{MANIFEST}"))["adapter"]["tensor_root"]
-    new = json.loads(read(repo, MANIFEST))["adapter"]["tensor_root"]
-    assert old != new, "the edit did not change the adapter; make EDIT reach training"
+    """A copy of `trained` whose .dlm was edited and retrained (`dvc repro`), not staged;
+    built once per run."""
+
+    def build(repo: Path) -> None:
+        shutil.copytree(trained.repo, repo, symlinks=True)
+        write(repo, DLM, edit_dlm(read(repo, DLM).decode("utf-8")), stage=False)
+        repro(repo)
+        old = json.loads(git(repo, "show", f"HEAD:{MANIFEST}"))["adapter"]["tensor_root"]
+        new = json.loads(read(repo, MANIFEST))["adapter"]["tensor_root"]
+        assert old != new, "the edit did not change the adapter; make EDIT reach training"
+
+    repo = build_once(shared_root(tmp_path_factory), "hooks-retrained", build)
     return Trained(repo, trained.head)
 
 
