@@ -19,6 +19,11 @@ Invariants:
 - YAML is only ever built by a safe loader (plain data, no tags that run code); with
   `unique_keys` a mapping holding a key twice is an error (last-wins would silently drop
   the first value).
+- Compiled Python bytecode (a `.pyc`'s body) is read here too (`load_bytecode`), only
+  for `self-verify --installed` comparing an installed package's caches with the code
+  compiled from its verified sources: the interpreter's own import reads those files with
+  the same `marshal.loads`, so this exposes nothing import would not; the caller bounds
+  the size, and every error `marshal` raises is a `ValueError`.
 - Errors are the parsers' own types (`yaml.YAMLError`, `ValueError`, of which
   `DuplicateKey` is one), so every caller's existing handling of unparseable input covers
   them. `dig` never raises. Imports nothing of dlm-git and nothing heavy (the hooks).
@@ -175,6 +180,17 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise DuplicateKey(key)
         out[key] = value
     return out
+
+
+def load_bytecode(data: bytes) -> object:
+    """The object `marshal` reads from a `.pyc`'s body (see the module invariants);
+    `ValueError` for what does not load."""
+    import marshal
+
+    try:
+        return marshal.loads(data)
+    except (EOFError, ValueError, TypeError) as exc:
+        raise ValueError(f"not loadable bytecode: {exc}") from None
 
 
 @overload

@@ -21,13 +21,13 @@ Invariants:
 from __future__ import annotations
 
 import importlib.util
-import marshal
 import sys
 import types
 from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 
 from dlm_git.fsutil import NotRegularFile, read_regular
+from dlm_git.safeparse import load_bytecode
 
 MAX_PYC_BYTES = 4 << 20
 MAX_SOURCE_BYTES = 16 << 20
@@ -57,8 +57,8 @@ def _code_problem(data: bytes, source: bytes, path: Path, optimize: int) -> str 
     if flags and data[8:16] != importlib.util.source_hash(source):
         return "is bytecode of another source (its hash differs)"
     try:
-        cached = marshal.loads(data[HEADER_BYTES:])
-    except (EOFError, ValueError, TypeError):
+        cached = load_bytecode(data[HEADER_BYTES:])
+    except ValueError:
         return "is not loadable bytecode"
     try:
         compiled = compile(source, str(path), "exec", dont_inherit=True, optimize=optimize)

@@ -42,7 +42,14 @@ HOOKS_DOC = REPO_ROOT / "docs" / "hooks.md"
 VENV_BIN = Path(sys.executable).parent
 CONSTRAINTS = REPO_ROOT / "requirements" / "constraints.txt"
 DLM = "demo/demo.dlm"
-SNAPSHOT = (".pre-commit-hooks.yaml", "pyproject.toml", "README.md", "dlm_git")
+SNAPSHOT = (
+    ".pre-commit-hooks.yaml",
+    "pyproject.toml",
+    "README.md",
+    "MANIFEST.in",
+    "build_backend",
+    "dlm_git",
+)
 """What the framework reads of dlm-git's repository: its manifest and what pip builds."""
 
 

@@ -35,6 +35,7 @@ MEASURED = {
     "tokens_per_second",
     "peak_rss_bytes",
     "peak_cuda_allocated_bytes",
+    "snapshot_seconds",
 }
 MEASURED_CACHE = {"path", "tokenize_seconds"}
 PROGRESS = "\r\x1b[K  step "  # the progress line, rewritten in place (train/progress.py)
