@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from dlm_git.errors import DlmGitError
+from dlm_git.errors import DlmGitError, UsageError
 
 FILE_MODE = 0o644
 DIR_MODE = 0o755
@@ -171,6 +171,18 @@ def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> Non
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def given_file(path: str | os.PathLike[str], hint: str) -> Iterator[None]:
+    """Reads of a file the user named on the command line: one that is no regular file or
+    cannot be read is a `UsageError` (exit 2) naming it, with `hint`."""
+    try:
+        yield
+    except NotRegularFile as exc:
+        raise UsageError(exc.subject, exc.message, hint) from None
+    except OSError as exc:
+        raise UsageError(str(path), exc.strerror or "cannot be read", hint) from None
 
 
 def fsync_dir(directory: Path) -> None:

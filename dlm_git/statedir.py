@@ -16,9 +16,10 @@ Invariants:
   document trained in a plain directory): `<root>/.dlm-git`; there is no commit to reach
   it. A `.git` at `root` that git does not take for a repository is refused, never
   taken for "no repository".
-- Asked of git once per work tree and process (`_bases`), in one `git rev-parse`, and
-  only when state is first needed; or told (`learn`) by a caller whose own rev-parse in
-  the work tree asked the same (`ASK`) beside its question (the pre-commit hook's).
+- Asked of git once per work tree and process (`_ask`, kept in `_KNOWN`), in one `git
+  rev-parse`, and only when state is first needed; or told (`learn`) by a caller whose
+  own rev-parse in the work tree asked the same (`ASK`) beside its question (the
+  pre-commit hook's).
 - Defence in depth: no component of a state path below its anchor (the git directory; the
   root outside git) may be a symbolic link. `StateDirError` says which, in one line,
   before anything is read or written there.
@@ -31,7 +32,6 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import os
 import stat
 from pathlib import Path
@@ -56,15 +56,16 @@ starts a rev-parse in the work tree anyway asks it there too and hands the answe
 Bases = tuple[tuple[Path, Path], tuple[Path, Path]]
 """((per-work-tree dir, its anchor), (shared dir, its anchor))."""
 
-_LEARNT: dict[str, Bases] = {}
+_KNOWN: dict[str, Bases] = {}
+"""The bases of each work tree this process has used, asked (`_ask`) or told (`learn`)."""
 
 
 def learn(root: Path, cwd: Path, answer: list[str]) -> None:
     """git's `answer` to `ASK`, asked in the directory `cwd`, for the work tree `root`
-    (an answer of any other shape is not kept: `_bases` asks git itself)."""
+    (an answer of any other shape is not kept: `_ask` asks git itself)."""
     found = _from_answer(Path(cwd).absolute(), answer)
     if found is not None:
-        _LEARNT[str(Path(root).absolute())] = found
+        _KNOWN[str(Path(root).absolute())] = found
 
 
 def _from_answer(where: Path, lines: list[str]) -> Bases | None:
@@ -75,9 +76,8 @@ def _from_answer(where: Path, lines: list[str]) -> Bases | None:
     return (own, own.parent), (common / STATE_NAME, common)
 
 
-@functools.lru_cache(maxsize=64)
-def _bases(root: str) -> Bases:
-    """The bases of the work tree `root`, asked of git (see `learn`)."""
+def _ask(root: str) -> Bases:
+    """The bases of the work tree `root`, asked of git."""
     top = Path(root)
     out = gitio.git(["rev-parse", *(a for q in ASK for a in q)], top, check=False)
     found = _from_answer(top, out.decode("utf-8", "surrogateescape").splitlines())
@@ -95,7 +95,9 @@ def _bases(root: str) -> Bases:
 
 def _base(root: Path, shared: bool) -> tuple[Path, Path]:
     key = str(Path(root).absolute())
-    own, common = _LEARNT.get(key) or _bases(key)
+    if key not in _KNOWN:
+        _KNOWN[key] = _ask(key)
+    own, common = _KNOWN[key]
     return common if shared else own
 
 

@@ -43,10 +43,9 @@ from dlm_git.sign.create import check_signing_key, model_signing_bundle
 
 
 def git(*args: str, cwd: Path) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise EnvironmentFailure(f"git {args[0]}", proc.stderr.strip()[:200] or "failed")
-    return proc.stdout.strip()
+    """`git <args>`'s stdout, stripped, through dlm-git's one git door (`gitio.git`: replace
+    refs and grafts off, as for the tree `export` reads; a failure is one `GitError` line)."""
+    return gitio.git(args, cwd).decode("utf-8", "surrogateescape").strip()
 
 
 def export(root: Path, commit: str, into: Path) -> None:

@@ -38,7 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from dlm_git.errors import UsageError
-from dlm_git.fsutil import NotRegularFile, digest_regular, read_regular
+from dlm_git.fsutil import digest_regular, given_file, read_regular
 from dlm_git.sign.bundle import (
     MAX_BUNDLE_BYTES,
     BundleError,
@@ -73,12 +73,8 @@ def signature_path(artifact: Path) -> Path:
 
 
 def _read(path: Path, limit: int, what: str) -> bytes:
-    try:
+    with given_file(path, f"give the {what}"):
         return read_regular(path, limit)
-    except NotRegularFile as exc:
-        raise UsageError(exc.subject, exc.message, f"give the {what}") from None
-    except OSError as exc:
-        raise UsageError(str(path), exc.strerror or "cannot be read", f"give the {what}") from None
 
 
 def _public_key(path: Path) -> tuple[bytes, str]:
@@ -94,13 +90,8 @@ def _public_key(path: Path) -> tuple[bytes, str]:
 
 
 def _digest(artifact: Path) -> str:
-    try:
+    with given_file(artifact, "give the downloaded wheel or sdist"):
         return digest_regular(artifact, "sha256")
-    except NotRegularFile as exc:
-        raise UsageError(exc.subject, exc.message, "give the downloaded wheel or sdist") from None
-    except OSError as exc:
-        what = exc.strerror or "cannot be read"
-        raise UsageError(str(artifact), what, "give the downloaded wheel or sdist") from None
 
 
 def verify_artifact(artifact: Path, signature: Path, public_key: Path) -> ArtifactCheck:

@@ -25,9 +25,9 @@ from dlm_git import gitio
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.fsutil import (
     MAX_RECORD_BYTES,
-    NotRegularFile,
     atomic_write_bytes,
     fsync_dir,
+    given_file,
     read_regular,
 )
 from dlm_git.hashing import sha256_file
@@ -112,12 +112,8 @@ def check_signing_key(key: Path) -> None:
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     _model_signing()
-    try:
+    with given_file(key, KEY_HINT):
         pem = read_regular(key, MAX_KEY_BYTES, hint=KEY_HINT)
-    except NotRegularFile as exc:
-        raise UsageError(exc.subject, exc.message, KEY_HINT) from None
-    except OSError as exc:
-        raise UsageError(str(key), exc.strerror or "cannot be read", KEY_HINT) from None
     try:
         loaded = load_pem_private_key(pem, password=None)
     except (ValueError, TypeError):
