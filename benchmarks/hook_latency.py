@@ -36,8 +36,9 @@ Targets: ours <= 5x `python -c pass` for 1 document (issue 28, the wall-time rat
 measured in the same rounds), ours <= 150 ms (1 document), <= 500 ms (50 documents),
 ours < dvc. Prints PASS/FAIL per target. With --profile, then for each document count,
 where our hook's time goes: the heaviest top-level imports (`-X importtime`, cumulative),
-the import time by origin (dlm_git, PyYAML, the rest), and the cProfile rows of
-`pre_commit.run` after imports (git children show as `subprocess` rows). Always exits 0.
+the import time by origin (dlm_git, PyYAML, the rest), the git children one run starts
+(`GIT_TRACE`), and the cProfile rows of `pre_commit.run` after imports (git children show
+as `subprocess` rows). Always exits 0.
 
     .venv/bin/python benchmarks/hook_latency.py [--reps 15] [--docs 1,50] [--keep DIR]
                                                 [--profile]
@@ -54,6 +55,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -252,6 +254,20 @@ def origin(module: str) -> str:
     return root if root in ("dlm_git", "yaml", "_yaml") else "other"
 
 
+def git_children(repo: Path) -> list[str]:
+    """The git commands one run of our hook starts, in order (git's own trace)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace"
+        subprocess.run(
+            [sys.executable, "-m", "dlm_git.hooks.pre_commit"],
+            cwd=repo,
+            capture_output=True,
+            env={**env(), "GIT_TRACE": str(trace)},
+        )
+        lines = trace.read_text("utf-8").splitlines() if trace.is_file() else []
+    return [ln.split("built-in: git ", 1)[1].split()[0] for ln in lines if "built-in: git " in ln]
+
+
 def profile(repo: Path) -> None:
     """Where our hook's time goes: heaviest imports, import time by origin, then cProfile
     of `run`."""
@@ -280,6 +296,8 @@ def profile(repo: Path) -> None:
     print("  import self time by origin:")
     for name, selfs in sorted(own.items(), key=lambda kv: -sum(kv[1])):
         print(f"    {name:<8} {len(selfs):>4} modules  {sum(selfs) / 1000:6.1f} ms")
+    print("  git children (GIT_TRACE), in order:")
+    print(f"    {' '.join(git_children(repo))}")
     code = (
         "import cProfile, pstats, io, sys; from pathlib import Path;"
         "from dlm_git.hooks import pre_commit as p;"

@@ -27,7 +27,9 @@ Invariants:
   lives in `dlm_git.merkle`.
 
 This module is imported by git hooks, so it must stay light: standard library only
-(no torch, numpy, transformers or safetensors).
+(no torch, numpy, transformers or safetensors), and `dlm_git.safetensors_header` only
+when a safetensors file is digested tensor by tensor (`verify`; the hooks never do: they
+hash adapter files whole).
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlm_git.fsutil import digest_regular, open_regular
-from dlm_git.safetensors_header import SafetensorsFormatError, TensorSpec, open_header
+
+if TYPE_CHECKING:  # the header reader is imported where a file is digested: hooks never do
+    from dlm_git.safetensors_header import TensorSpec
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -381,6 +385,8 @@ def _hash_data(
     n = _fill(fh, views[0], min(bufsize, left))
     from concurrent.futures import ThreadPoolExecutor  # lazy: hooks import this module
 
+    from dlm_git.safetensors_header import SafetensorsFormatError
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         while left > 0:
             if n != min(bufsize, left):
@@ -408,6 +414,8 @@ def digest_safetensors(path: Path, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> S
     """
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    from dlm_git.safetensors_header import SafetensorsFormatError, open_header
+
     subject = str(path)
     with open_regular(path) as fh:
         size, prefix, _, metadata, specs = open_header(fh, subject)

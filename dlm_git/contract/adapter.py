@@ -29,7 +29,6 @@ from dlm_git.fsutil import MAX_RECORD_BYTES, read_regular
 from dlm_git.hashing import SafetensorsDigest, digest_safetensors, sha256_file
 from dlm_git.layout import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS, MANIFEST_NAME
 from dlm_git.safeparse import dig, load_json
-from dlm_git.safetensors_header import read_safetensors_header
 
 if TYPE_CHECKING:
     from dlm_git.base.resolve import BaseIdentity
@@ -141,6 +140,8 @@ def structure_check(
         weights = adapter.files.get(ADAPTER_WEIGHTS)
         if weights is None or not weights.is_file():
             raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
+        from dlm_git.safetensors_header import read_safetensors_header  # verify only
+
         header, _ = read_safetensors_header(weights)
         shapes = (bases or BaseReads()).linear_shapes(base_dir) if base_dir is not None else None
         if base_dir is None and base_missing is not None:
@@ -209,6 +210,8 @@ def _lora_pair(
 
 
 def _base_linear_shapes(base_dir: Path) -> dict[str, tuple[int, int]] | None:
+    from dlm_git.safetensors_header import read_safetensors_header  # verify only: not hooks
+
     shapes: dict[str, tuple[int, int]] = {}
     files = sorted(base_dir.glob("*.safetensors"))
     if not files:

@@ -27,18 +27,17 @@ Invariants of the whole:
   none of it travels with a commit, and an object directory only holds objects under
   their own ids. Pathspec modes git refuses beside `--literal-pathspecs` are dropped
   from the environment (`CLEARED`).
-- Nothing here imports anything heavy: the hooks use it.
+- Nothing here imports anything heavy: the hooks use it. `history` (commits and a path's
+  changes, which no hook asks about) is imported on first use of one of its names
+  (`LAZY`), so a hook's start never pays for it.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from dlm_git.gitio.files import CommitFiles, materialize
-from dlm_git.gitio.history import (
-    CommitInfo,
-    PathCommit,
-    all_commits,
-    commit_info,
-    first_parent,
-    path_history,
-)
 from dlm_git.gitio.listing import (
     SUBMODULE_MODE,
     SYMLINK_MODE,
@@ -71,6 +70,42 @@ from dlm_git.gitio.repo import (
     toplevel,
     toplevel_and_head,
 )
+
+if TYPE_CHECKING:
+    from dlm_git.gitio.history import (
+        CommitInfo,
+        PathCommit,
+        all_commits,
+        commit_info,
+        first_parent,
+        path_history,
+    )
+else:
+
+    def __getattr__(name: str) -> object:
+        """A `LAZY` name, imported from its room when first asked (hidden from the type
+        checker, which reads the imports above: a misspelt name stays an error)."""
+        room = LAZY.get(name)
+        if room is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(room), name)
+        globals()[name] = value  # asked once: later lookups find it directly
+        return value
+
+
+LAZY = {
+    name: "dlm_git.gitio.history"
+    for name in (
+        "CommitInfo",
+        "PathCommit",
+        "all_commits",
+        "commit_info",
+        "first_parent",
+        "path_history",
+    )
+}
+"""Names of the API imported from their room on first use (module `__getattr__`)."""
+
 
 __all__ = [
     "CLEARED",

@@ -67,8 +67,10 @@ _UNKNOWN = "?"
 
 
 def staged_paths(cwd: Path, head: str | None = _UNKNOWN) -> list[str]:
-    """Paths whose index entry differs from HEAD (all of them before the first commit).
-    `head`: HEAD's commit if already resolved (None: there is no HEAD yet)."""
+    """Paths whose index entry differs from HEAD (all of them before the first commit),
+    as `git diff-index --cached` names them. `head`: HEAD's commit if already resolved
+    (None: there is no HEAD yet). The pre-commit hook reads the same answer from the two
+    listings it takes anyway (`hooks.pre_commit.staged_in`); its tests hold it to this."""
     if head == _UNKNOWN:
         head = resolve_commit("HEAD", cwd)
     against = head if head else _empty_tree(cwd)

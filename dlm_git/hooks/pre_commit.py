@@ -1,5 +1,10 @@
 """The pre-commit hook: the contract's check list on what is staged.
 
+What is staged is read from the two listings the checks take anyway (`staged_in`: the
+index's `ls-files -s -z` against HEAD's `ls-tree -r`, the paths `git diff-index --cached`
+names), so the hook's git children are `rev-parse`, the two listings, one `cat-file
+--batch` and the configuration it needs (issue 28).
+
 Documents are found from one `ls-files -s -z` of the whole index (`docat.TreeAt`, by the
 one `dlm_git.docset` rule): params.yaml's `documents:`, every `.dlm` beside records and
 every dlm.lock, listed or not, and every staged `.dlm`. Every document the staged change
@@ -161,25 +166,47 @@ def _trees(root: Path, head: str | None) -> Iterator[tuple[TreeAt, TreeAt | None
             yield index, at_head
 
 
+def staged_in(index: TreeAt, at_head: TreeAt | None) -> list[str]:
+    """The staged paths: every path whose index entry (mode, object id) differs from
+    HEAD's or is on one side only (every index entry before the first commit), in git's
+    order (by bytes). What `git diff-index --cached --name-only` names (`gitio.staged_paths`,
+    which tests hold it to), read from the two listings the checks take anyway, so it
+    costs no git process of its own. An unmerged path (index stages 1-3, which the
+    listing leaves out) counts only where HEAD has it: git refuses such a commit before
+    any hook runs."""
+    ours = index.entries
+    theirs = at_head.entries if at_head is not None else {}
+    paths = {p for p, entry in ours.items() if theirs.get(p) != entry}
+    paths.update(p for p in theirs if p not in ours)
+    return sorted(paths, key=lambda p: p.encode("utf-8", "surrogateescape"))
+
+
 def collect(root: Path, head: str | None, staged: list[str]) -> tuple[list[HookFinding], int]:
     """Every finding about the staged change (strict mode not applied yet), and how many
     documents it concerns."""
     with _trees(root, head) as (index, at_head):
-        rels = discover(index, staged)
-        changed = adapter_record_changed(index.dvc_lock, at_head.dvc_lock if at_head else None)
-        moved = doc_params_changed(index, at_head)
-        docs = index.docs(rels, keep=lambda d: touched(d, staged, changed, moved))
-        heads = {d.rel: d for d in at_head.docs([d.rel for d in docs])} if at_head and docs else {}
-        symlinks = index.symlinks([d for doc in docs for d in (doc.rel, *doc.source_dirs)])
-        checker = StagedChecks(root, staged, symlinks, head)
-        concerned = {d.rel for d in docs}
-        findings = pipeline_findings(index, rels, staged, concerned)
-        findings += id_findings(index, staged)
-        pipeline = has_pipeline(root)
-        for doc in docs:
-            for check in checker.check(doc, heads.get(doc.rel)):
-                found = finding_of(doc.rel, check, pipeline)
-                findings += [found] if found is not None else []
+        return judge(root, head, staged, index, at_head)
+
+
+def judge(
+    root: Path, head: str | None, staged: list[str], index: TreeAt, at_head: TreeAt | None
+) -> tuple[list[HookFinding], int]:
+    """`collect`, on the index and HEAD's tree (`_trees`) already open."""
+    rels = discover(index, staged)
+    changed = adapter_record_changed(index.dvc_lock, at_head.dvc_lock if at_head else None)
+    moved = doc_params_changed(index, at_head)
+    docs = index.docs(rels, keep=lambda d: touched(d, staged, changed, moved))
+    heads = {d.rel: d for d in at_head.docs([d.rel for d in docs])} if at_head and docs else {}
+    symlinks = index.symlinks([d for doc in docs for d in (doc.rel, *doc.source_dirs)])
+    checker = StagedChecks(root, staged, symlinks, head)
+    concerned = {d.rel for d in docs}
+    findings = pipeline_findings(index, rels, staged, concerned)
+    findings += id_findings(index, staged)
+    pipeline = has_pipeline(root)
+    for doc in docs:
+        for check in checker.check(doc, heads.get(doc.rel)):
+            found = finding_of(doc.rel, check, pipeline)
+            findings += [found] if found is not None else []
     checker.hashes.save()
     return findings, len(concerned | {f.doc for f in findings if f.doc != PARAMS_NAME})
 
@@ -189,10 +216,11 @@ def run(cwd: Path, action: str = "commit") -> int:
     "merge" for the pre-merge-commit hook, where the index holds the merge result)."""
     root, head, state = gitio.toplevel_and_head(cwd, also=statedir.ASK)
     statedir.learn(root, cwd, state)  # the hash cache's directory: no git process of its own
-    staged = gitio.staged_paths(root, head=head)
-    if not staged:
-        return 0
-    findings, counted = collect(root, head, staged)
+    with _trees(root, head) as (index, at_head):
+        staged = staged_in(index, at_head)
+        if not staged:
+            return 0
+        findings, counted = judge(root, head, staged, index, at_head)
     if findings:  # the user's severities are read only when there is something to say
         findings = configure(findings, configured(root))
     if not counted and not findings:

@@ -30,6 +30,10 @@ EVAL_METRICS = f"{DOC}/eval_metrics.json"
 WEIGHTS = "adapter_model.safetensors"
 HEAVY = ("torch", "transformers", "peft", "dvc")
 """Modules no hook may import (the hook budget)."""
+OFF_PRE_COMMIT_PATH = ("dlm_git.gitio.history", "dlm_git.safetensors_header")
+"""dlm-git modules the pre-commit hook never needs (issue 28: each was taken off its
+start): commits and a path's history, and the safetensors header reader (the hook hashes
+adapter files whole, through its hash cache)."""
 # Prose inserted at the top of the body: inside the first training sequence, so the
 # retrained adapter really differs (an edit past `sequence_len` would not change it).
 EDIT = "Hook tests: this line changes what the adapter learns.\n"
@@ -141,10 +145,15 @@ def cache_path(repo: Path, md5: str) -> Path:
 
 def imported_modules(stderr: str) -> set[str]:
     """Top-level module names from `python -X importtime` output."""
+    return {name.split(".")[0] for name in imported_names(stderr)}
+
+
+def imported_names(stderr: str) -> set[str]:
+    """Full (dotted) module names from `python -X importtime` output."""
     names = set()
     for line in stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
             name = line.rsplit("|", 1)[1].strip()
             if name != "imported package":
-                names.add(name.split(".")[0])
+                names.add(name)
     return names

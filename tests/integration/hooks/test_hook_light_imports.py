@@ -1,5 +1,7 @@
 """The hooks stay light: pre-commit, pre-merge-commit and pre-push never import torch,
-transformers, peft or dvc, whatever they find (read from `python -X importtime`)."""
+transformers, peft or dvc, whatever they find, and pre-commit and pre-merge-commit none
+of the dlm-git modules they do not need (`OFF_PRE_COMMIT_PATH`; read from `python -X
+importtime`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,14 @@ import pytest
 
 from tests.support.env import run, subprocess_env
 from tests.support.gitrepo import git, head
-from tests.support.hookrepo import DLM, HEAVY, SOURCE, imported_modules
+from tests.support.hookrepo import (
+    DLM,
+    HEAVY,
+    OFF_PRE_COMMIT_PATH,
+    SOURCE,
+    imported_modules,
+    imported_names,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +46,8 @@ def test_pre_commit_never_imports_heavy_modules(
     modules = imported_modules(proc.stderr)
     assert "dlm_git" in modules and "yaml" in modules  # the import log was read
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+    off_path = imported_names(proc.stderr) & set(OFF_PRE_COMMIT_PATH)
+    assert not off_path, sorted(off_path)
 
 
 def test_pre_push_never_imports_heavy_modules(repo: Path) -> None:
