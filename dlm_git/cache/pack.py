@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,7 +70,8 @@ class Pack:
     sequence_len: int
     sources_digest: str
     row_ids: list[str]
-    keys: list[str]
+    key_table: bytes
+    """rows x 32 bytes: the rows' entry keys, hex ASCII (see `keys`)."""
     leaf_table: bytes
     """rows x 32 bytes: the rows' leaves (see `leaves`)."""
     counts: np.ndarray
@@ -100,6 +102,13 @@ class Pack:
             and self.sequence_len == sequence_len
             and self.tokenizer_sha256 == tokenizer_sha256
         )
+
+    @functools.cached_property
+    def keys(self) -> list[str]:
+        """Each row's entry key; split out only when rows are looked up or listed one by
+        one (a run served by the whole pack names the pack, never its keys)."""
+        text = self.key_table.decode("ascii", "replace")
+        return [text[i : i + KEY_LEN] for i in range(0, len(text), KEY_LEN)]
 
     @functools.cached_property
     def leaves(self) -> list[bytes]:
@@ -136,6 +145,25 @@ class Pack:
     def stream(self) -> TokenStream:
         """The whole pack as a token stream (views into the pack)."""
         return TokenStream(self.row_ids, self.counts.tolist(), self.lengths, self.masked, self.ids)
+
+
+class ServedKeys(Collection[str]):
+    """The keys a run served by a whole pack used: the pack's own (`pack_key`) and each
+    of its rows' entry keys, those decoded only if the index needs them (the pack is not
+    fresh, or the cache is evicting), never on the common warm run."""
+
+    def __init__(self, pack: Pack, pack_key: str) -> None:
+        self.pack, self.pack_key = pack, pack_key
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.pack.keys
+        yield self.pack_key
+
+    def __len__(self) -> int:
+        return len(self.pack.row_ids) + 1
+
+    def __contains__(self, key: object) -> bool:
+        return key == self.pack_key or key in self.pack.position
 
 
 def is_other_pack_version(data: bytes) -> bool:
@@ -197,8 +225,7 @@ def decode_pack(data: bytes) -> Pack:
     sources = data[at : at + SOURCES_LEN].hex()
     root = data[at + SOURCES_LEN : head].hex()
     at = head
-    keys_blob = data[at : at + sizes[0]].decode("ascii", "replace")
-    keys = [keys_blob[i : i + KEY_LEN] for i in range(0, len(keys_blob), KEY_LEN)]
+    key_table = data[at : at + sizes[0]]
     at += sizes[0]
     leaf_table = data[at : at + sizes[1]]
     at += sizes[1]
@@ -223,7 +250,7 @@ def decode_pack(data: bytes) -> Pack:
         seq_len,
         sources,
         row_ids,
-        keys,
+        key_table,
         leaf_table,
         counts,
         lengths,

@@ -7,7 +7,8 @@ Invariants:
 - A run whose rows are exactly the ones in the document's pack, in order (the common warm
   run), takes its token stream from the pack's arrays with no per-row work: it is
   recognised by the section row ids and one digest of the sources (`Pack.holds`), without
-  a row id or a key per source file.
+  a row id or a key per source file; the pack's keys are decoded only if the index needs
+  them (`ServedKeys`).
 - `--no-cache` (use_cache=False) neither reads nor writes nor records anything in the cache.
 - With a held-out split (`training.val_fraction`), `sequences` is what training reads:
   the document's stream less the held-out rows (`dlm_git.train.heldout`); the cache,
@@ -17,13 +18,14 @@ Invariants:
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dlm_git.base.resolve import ResolvedBase
 from dlm_git.cache.entry import encode_entry, entry_key
 from dlm_git.cache.layout import PACK_PREFIX, default_cache_dir
-from dlm_git.cache.pack import encode_pack
+from dlm_git.cache.pack import ServedKeys, encode_pack
 from dlm_git.cache.store import TokenCache
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.doc.walk import SourceFile, source_rows_digest
@@ -81,6 +83,12 @@ class _CacheRun:
     hits: int = 0
     misses: int = 0
     served_by: str | None = None
+    served: ServedKeys | None = None
+    """The keys used when the pack served the whole run (then `used` is empty)."""
+
+    @property
+    def used_keys(self) -> Collection[str]:
+        return self.used if self.served is None else self.served
 
 
 def tokenize_document(
@@ -106,7 +114,7 @@ def tokenize_document(
     stats = None
     if use_cache:
         metrics = cache.record_run(
-            run.used,
+            run.used_keys,
             run.written,
             fm.training.cache.max_bytes,
             {
@@ -167,8 +175,7 @@ def _through_cache(
     section_ids = [row.row_id for row in doc_rows]
     if pack is not None and pack.holds(tok_sha, seq_len, section_ids, digest, len(sources)):
         # the common warm run: the pack as it is, and no row id computed for a source file
-        run.used.update(pack.keys)
-        run.used.add(pack_key)
+        run.served = ServedKeys(pack, pack_key)
         run.hits, run.served_by = len(doc_rows) + len(sources), pack_key
         return pack.stream(), pack.root, run
     rows = doc_rows + source_rows(sources)
