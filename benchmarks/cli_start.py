@@ -13,9 +13,9 @@ times each after one untimed round (medians), each as a user runs it (the venv's
 - `dlm-git show d00`
 - `dlm-git verify HEAD` (hash level)
 - `python -c pass`: the floor under any Python command, measured in the same rounds;
-- python + typer: the interpreter importing the command-line framework as every command
-  builds its parser with it (typer, and the pydantic its parameter handling imports:
-  `FRAMEWORK`), the floor under this CLI as written.
+- python + parser: the interpreter importing the CLI and building one command's parser
+  without running it (`dlm_git.cli.build_app`: plain click, `dlm_git.clidecl`;
+  `FRAMEWORK`), the floor under every command of this CLI as written.
 
 Goal: each command <= 15x `python -c pass` (issue 28). Prints the ratio and PASS/FAIL per
 command (by wall time), each beside its CPU time (user + system of the process and its
@@ -38,7 +38,7 @@ import hook_latency as hl
 from _timing import alternate, bench_root, child_cpu, load, medians, timed, verdict
 
 GOAL = 15.0
-FRAMEWORK = "import typer, typer._adapters, pydantic.plugin._loader"
+FRAMEWORK = "from dlm_git.cli import build_app; build_app(['verify'])"
 COMMANDS = {
     "log": ["log", "--json"],
     "diff": ["diff", "HEAD~1", "HEAD"],
@@ -47,7 +47,7 @@ COMMANDS = {
 }
 
 
-LABELS = {"python": "python -c pass", "typer": "python + typer"}
+LABELS = {"python": "python -c pass", "parser": "python + parser"}
 
 
 def prepare(root: Path) -> Path:
@@ -66,7 +66,7 @@ def prepare(root: Path) -> Path:
 def argv_of(key: str) -> list[str]:
     if key == "python":
         return [sys.executable, "-c", "pass"]
-    if key == "typer":
+    if key == "parser":
         return [sys.executable, "-c", FRAMEWORK]
     return [str(hl.BIN / "dlm-git"), *COMMANDS[key]]
 
@@ -88,7 +88,7 @@ def measure(repo: Path, reps: int) -> tuple[dict[str, list[float]], dict[str, li
             cpu.setdefault(key, []).append((child_cpu() - before) * 1000.0)
         return seconds * 1000.0
 
-    return alternate(["python", "typer", *COMMANDS], reps, sample), cpu
+    return alternate(["python", "parser", *COMMANDS], reps, sample), cpu
 
 
 def profile(repo: Path, key: str, top: int = 8) -> None:

@@ -11,18 +11,21 @@ install 'dlm-git[train]')`, exit 1. Only bugs show a traceback. Each command liv
 own module under `dlm_git/commands/`, named in one table (`COMMANDS`), and imports heavy
 libraries only inside its body; a run imports and builds only the command it names
 (`build_app`), so no command's start pays for another's imports
-(tests/unit/test_command_imports.py checks every command of the table).
+(tests/unit/test_command_imports.py checks every command of the table). The parser is
+plain click, built from each command's own declarations by `dlm_git.clidecl`: no typer
+and no pydantic on any command's parse path.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import Annotated, Any
 
-import typer
+import click
 
 from dlm_git import __version__
+from dlm_git.clidecl import Exit, Group, Option, command, group, root, run
 from dlm_git.errors import DlmGitError, EnvironmentFailure, TrainingStackMissing, UsageError
 from dlm_git.output import echo, emit_json, error_line
 from dlm_git.plugins import refuse_plugins
@@ -31,9 +34,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("dlm_git.commands.show", "show"),
     "train": ("dlm_git.commands.train", "train"),
     "doctor": ("dlm_git.commands.doctor", "doctor"),
-    "cache": ("dlm_git.commands.cache", "cache_app"),
-    "base": ("dlm_git.commands.base", "base_app"),
-    "hooks": ("dlm_git.commands.hooks", "hooks_app"),
     "tokenize": ("dlm_git.commands.tokenize", "tokenize"),
     "inputs": ("dlm_git.commands.inputs", "inputs"),
     "verify": ("dlm_git.commands.verify", "verify"),
@@ -46,22 +46,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sign": ("dlm_git.commands.sign", "sign"),
     "keygen": ("dlm_git.commands.sign", "keygen"),
     "self-verify": ("dlm_git.commands.self_verify", "self_verify"),
+    "cache": ("dlm_git.commands.cache", "cache_app"),
+    "base": ("dlm_git.commands.base", "base_app"),
+    "hooks": ("dlm_git.commands.hooks", "hooks_app"),
 }
 """The command table: each command's name, the module that defines it and its function
-(or, for a group of subcommands, its `typer.Typer`), in the order `--help` lists them.
+(or, for a group of subcommands, its `clidecl.Group`), in the order `--help` lists them.
 Only the module of the command being run is imported (`build_app`): a command's start
 never pays for another's imports."""
 
+HELP = "Git-native data-and-model versioning for .dlm documents."
 
-def _version(ctx: typer.Context, value: bool) -> None:
+
+def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
     _settle(ctx, "version", value)
 
 
-def _version_json(ctx: typer.Context, value: bool) -> None:
+def _version_json(ctx: click.Context, _: click.Parameter, value: bool) -> None:
     _settle(ctx, "json", value)
 
 
-def _settle(ctx: typer.Context, flag: str, value: bool) -> None:
+def _settle(ctx: click.Context, flag: str, value: bool) -> None:
     """`--version [--json]`: both options are eager, so click runs their callbacks in the
     order given, then the one not given (its callback runs too); the second acts on both."""
     asked = ctx.meta.setdefault("dlm_git.root", {})
@@ -75,49 +80,41 @@ def _settle(ctx: typer.Context, flag: str, value: bool) -> None:
             emit_json(identity().to_json())
         else:
             echo(f"dlm-git {__version__}")
-        raise typer.Exit(0)
+        raise Exit(0)
     if asked["json"]:
         raise UsageError(
             "dlm-git", "--json before the command goes with --version", "put --json after it"
         )
 
 
-def root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-    as_json: bool = typer.Option(
-        False,
+_Version = Annotated[
+    bool, Option("--version", help="Print the version and exit.", callback=_version, eager=True)
+]
+_VersionJson = Annotated[
+    bool,
+    Option(
         "--json",
-        callback=_version_json,
-        is_eager=True,
         help="With --version: the verifier's identity (version, digest, commit) as JSON.",
+        callback=_version_json,
+        eager=True,
     ),
-) -> None:
-    """Git-native data-and-model versioning for .dlm documents."""
+]
 
 
-def build_app(names: list[str] | None = None) -> typer.Typer:
+def root_options(version: _Version = False, as_json: _VersionJson = False) -> None:
+    """The options before the command (their callbacks act; this is never called)."""
+
+
+def build_app(names: list[str] | None = None) -> click.Group:
     """The CLI with the commands `names` of the table (None: all of them), in its order;
     a command's module is imported only here, only when it is one of `names`."""
-    app = typer.Typer(
-        name="dlm-git",
-        help="Git-native data-and-model versioning for .dlm documents.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-    )
-    app.callback()(root)
+    commands: list[click.Command] = []
     for name, (module, attribute) in COMMANDS.items():
         if names is not None and name not in names:
             continue
         found = getattr(importlib.import_module(module), attribute)
-        if isinstance(found, typer.Typer):
-            app.add_typer(found, name=name)
-        else:
-            app.command(name)(found)
-    return app
+        commands.append(group(name, found) if isinstance(found, Group) else command(name, found))
+    return root("dlm-git", root_options, HELP, commands)
 
 
 def __getattr__(name: str) -> Any:
@@ -149,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_plugins()  # before any model is built: no third-party code in a verdict
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        build_app(asked_for(args))(args=args, prog_name="dlm-git", standalone_mode=True)
+        return run(build_app(asked_for(args)), args, "dlm-git")
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
@@ -169,7 +166,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         error_line("dlm-git: interrupted")
         return 130
-    return 0
 
 
 def entry() -> None:

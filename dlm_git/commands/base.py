@@ -4,40 +4,45 @@ architecture with random weights) offline, and resolve and show any base's ident
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument, Group, Option
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.output import echo, emit_json
 
-base_app = typer.Typer(
+base_app = Group(
     help=(
         "Bases: build one offline (builtin:tiny, or a published architecture such as"
         " smollm2-135m, with random weights: `base list`), and"
         " resolve or show the identity of any base (builtin:tiny, hf:<org>/<name>@<rev>,"
         " a registry key, a local directory)."
     ),
-    no_args_is_help=True,
-    rich_markup_mode=None,
 )
 
 
 @base_app.command("build")
 def build(
-    name: str = typer.Argument(
-        "tiny", metavar="NAME", help="tiny (default) or an architecture from `base list`."
-    ),
-    out: Path = typer.Option(None, "--out", help="Directory to build the base into."),
-    hf_cache: Path = typer.Option(
-        None,
-        "--hf-cache",
-        help="Also install it into this Hugging Face cache root (models--org--name/...).",
-    ),
-    repo_id: str = typer.Option(
-        None, "--repo-id", help="org/name in the cache (default: dlm-git-random/NAME)."
-    ),
-    layers: int = typer.Option(None, "--layers", help="Fewer decoder layers (a quick shape)."),
-    vocab: int = typer.Option(None, "--vocab", help="Another config vocab_size (a quick shape)."),
+    name: Annotated[
+        str, Argument(metavar="NAME", help="tiny (default) or an architecture from `base list`.")
+    ] = "tiny",
+    out: Annotated[Path | None, Option("--out", help="Directory to build the base into.")] = None,
+    hf_cache: Annotated[
+        Path | None,
+        Option(
+            "--hf-cache",
+            help="Also install it into this Hugging Face cache root (models--org--name/...).",
+        ),
+    ] = None,
+    repo_id: Annotated[
+        str | None,
+        Option("--repo-id", help="org/name in the cache (default: dlm-git-random/NAME)."),
+    ] = None,
+    layers: Annotated[
+        int | None, Option("--layers", help="Fewer decoder layers (a quick shape).")
+    ] = None,
+    vocab: Annotated[
+        int | None, Option("--vocab", help="Another config vocab_size (a quick shape).")
+    ] = None,
 ) -> None:
     """Build a base deterministically: builtin:tiny, or a published architecture with
     random weights (see `base list`); a no-op where the destination holds this build."""
@@ -97,7 +102,9 @@ def _pin_numerics() -> None:
 
 
 @base_app.command("list")
-def list_families(as_json: bool = typer.Option(False, "--json", help="Machine-readable.")) -> None:
+def list_families(
+    as_json: Annotated[bool, Option("--json", help="Machine-readable.")] = False,
+) -> None:
     """The architectures `base build` makes, with their published shapes."""
     from dlm_git.base.families import FAMILIES
 
@@ -126,10 +133,10 @@ def list_families(as_json: bool = typer.Option(False, "--json", help="Machine-re
 
 @base_app.command("resolve")
 def resolve(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    tiny_dir: Path = typer.Option(
-        None, "--tiny-dir", help="Build builtin:tiny here if the document uses it."
-    ),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")],
+    tiny_dir: Annotated[
+        Path | None, Option("--tiny-dir", help="Build builtin:tiny here if the document uses it.")
+    ] = None,
 ) -> None:
     """Resolve DOC's base (building builtin:tiny only if DOC uses it) and write its identity
     to base.json beside DOC: the pipeline's dependency on the base."""
@@ -165,9 +172,11 @@ def resolve(
 
 @base_app.command("show")
 def show(
-    spec: str = typer.Argument("builtin:tiny", metavar="SPEC", help="A base_model value."),
-    tiny_dir: Path = typer.Option(None, "--tiny-dir", help="Built tiny base directory."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    spec: Annotated[str, Argument(metavar="SPEC", help="A base_model value.")] = "builtin:tiny",
+    tiny_dir: Annotated[
+        Path | None, Option("--tiny-dir", help="Built tiny base directory.")
+    ] = None,
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Resolve SPEC and print its identity (revision, tensor root, tokenizer sha256)."""
     from dlm_git.base.resolve import resolve_base

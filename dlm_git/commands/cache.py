@@ -5,21 +5,16 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument, Exit, Group, Option, confirm
 from dlm_git.errors import UsageError
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
     from dlm_git.cache.index import Index
 
-cache_app = typer.Typer(
-    help="Inspect, prune or clear the tokenized-section cache.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+cache_app = Group(help="Inspect, prune or clear the tokenized-section cache.")
 DURATION_RE = re.compile(r"^(\d+)([dhm])$")
 UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60}
 DEFAULT_PRUNE_DAYS = 90
@@ -66,8 +61,8 @@ def cache_summary(index: Index, dlm_id: str, max_bytes: int) -> dict[str, object
 
 @cache_app.command("show")
 def show(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")],
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Cache path, entries, bytes and the last run's hit rate for DOC."""
     index, dlm_id, max_bytes, _ = _cache_for(doc)
@@ -91,10 +86,10 @@ def show(
 
 @cache_app.command("prune")
 def prune(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    older_than: str = typer.Option(
-        "", "--older-than", help="Drop entries unused for this long (30d, 12h, 45m)."
-    ),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")],
+    older_than: Annotated[
+        str, Option("--older-than", help="Drop entries unused for this long (30d, 12h, 45m).")
+    ] = "",
 ) -> None:
     """Drop entries not used recently; sweep orphan and tmp files."""
     index, _, _, days = _cache_for(doc)
@@ -105,8 +100,8 @@ def prune(
 
 @cache_app.command("clear")
 def clear(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    force: bool = typer.Option(False, "--force", "-f", help="Don't ask for confirmation."),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")],
+    force: Annotated[bool, Option("--force", "-f", help="Don't ask for confirmation.")] = False,
 ) -> None:
     """Remove every entry (asks first unless --force)."""
     index, _, _, _ = _cache_for(doc)
@@ -114,10 +109,10 @@ def clear(
         if not sys.stdin.isatty():
             raise UsageError("cache clear", "refusing to clear without a terminal", "add --force")
         stats = index.stats()
-        if not typer.confirm(
+        if not confirm(
             f"Remove {stats.entries} entries ({stats.bytes} bytes) from {index.layout.root}?"
         ):
             echo("nothing removed")
-            raise typer.Exit(1)
+            raise Exit(1)
     removed, swept = index.clear()
     echo(f"cleared {removed} entries, swept {swept} orphan/tmp files from {index.layout.root}")

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument, Option
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
@@ -24,27 +23,37 @@ TOP_GROUPS = 6
 
 
 def diff(
-    a: str = typer.Argument(None, metavar="A", help="A commit (default: HEAD)."),
-    b: str = typer.Argument(None, metavar="B", help="A commit (default: the work tree)."),
-    doc: Path = typer.Option(None, "--doc", help="Only this document (file or directory)."),
-    fetch: bool = typer.Option(
-        False, "--fetch", help="Fetch adapters the DVC cache lacks from this work tree's remote."
-    ),
-    remote: str = typer.Option(
-        None,
-        "--remote",
-        help="With --fetch: fetch from this remote of your own DVC config (.dvc/config.local,"
-        " global or system), not the default the checked-out .dvc/config may set.",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    forgetting: bool = typer.Option(
-        False,
-        "--forgetting",
-        help="Also score B's adapter on A's held-out rows beside A's (loads the models).",
-    ),
-    tiny_dir: Path = typer.Option(
-        None, "--tiny-dir", help="With --forgetting: the built builtin:tiny base directory."
-    ),
+    a: Annotated[str | None, Argument(metavar="A", help="A commit (default: HEAD).")] = None,
+    b: Annotated[
+        str | None, Argument(metavar="B", help="A commit (default: the work tree).")
+    ] = None,
+    doc: Annotated[
+        Path | None, Option("--doc", help="Only this document (file or directory).")
+    ] = None,
+    fetch: Annotated[
+        bool,
+        Option("--fetch", help="Fetch adapters the DVC cache lacks from this work tree's remote."),
+    ] = False,
+    remote: Annotated[
+        str | None,
+        Option(
+            "--remote",
+            help="With --fetch: fetch from this remote of your own DVC config (.dvc/config.local,"
+            " global or system), not the default the checked-out .dvc/config may set.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
+    forgetting: Annotated[
+        bool,
+        Option(
+            "--forgetting",
+            help="Also score B's adapter on A's held-out rows beside A's (loads the models).",
+        ),
+    ] = False,
+    tiny_dir: Annotated[
+        Path | None,
+        Option("--tiny-dir", help="With --forgetting: the built builtin:tiny base directory."),
+    ] = None,
 ) -> None:
     """Show what changed for each document: inputs, lock, adapter tensors, training,
     scores (eval.json)."""

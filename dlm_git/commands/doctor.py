@@ -3,22 +3,22 @@ run it, and what a training run here would record in dlm.lock."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-import typer
-
+from dlm_git.clidecl import Exit, Option
 from dlm_git.output import echo, emit_json
 
 
 def doctor(
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int | None = typer.Option(
-        None, "--threads", help="CPU threads (default: DLM_GIT_THREADS or 2)."
-    ),
-    numerics_name: str | None = typer.Option(
-        None, "--numerics", help="The profile to check (default: the device's default)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    device: Annotated[str, Option("--device", help="auto, cpu, cuda or mps.")] = "auto",
+    threads: Annotated[
+        int | None, Option("--threads", help="CPU threads (default: DLM_GIT_THREADS or 2).")
+    ] = None,
+    numerics_name: Annotated[
+        str | None,
+        Option("--numerics", help="The profile to check (default: the device's default)."),
+    ] = None,
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show the numerics profile, its pins, whether it runs here, and the lock it records."""
     from dlm_git.numerics.plan import plan
@@ -34,7 +34,7 @@ def doctor(
         report["error"] = exc.one_line()
         report["profiles"] = [describe(p) for p in PROFILES.values()]
         _show(report, as_json)
-        raise typer.Exit(1) from None
+        raise Exit(1) from None
     report["profiles"] = [describe(p) for p in PROFILES.values()]
     report.update(
         {

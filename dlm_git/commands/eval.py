@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument, Option
 from dlm_git.output import echo, emit_json
 
 
 def eval_doc(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    tiny_dir: Path = typer.Option(
-        None, "--tiny-dir", help="Use this directory as the built-in tiny base."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the record's numbers as JSON."),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")],
+    tiny_dir: Annotated[
+        Path | None, Option("--tiny-dir", help="Use this directory as the built-in tiny base.")
+    ] = None,
+    as_json: Annotated[bool, Option("--json", help="Print the record's numbers as JSON.")] = False,
 ) -> None:
     """Evaluate DOC's adapter on its base under its recorded numerics profile (docs/eval.md)."""
     from dlm_git.eval.record import metrics_of

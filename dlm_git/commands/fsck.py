@@ -12,30 +12,35 @@ that only the committed config names, 2 for misuse.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Exit, Option
 from dlm_git.output import echo, emit_json
 
 
 def fsck(
-    repair: bool = typer.Option(
-        False,
-        "--repair",
-        help="Move corrupted objects into the quarantine in the git directory"
-        " (.git/dlm-git/quarantine/, never deleted) and re-fetch them from this work tree's"
-        " default DVC remote.",
-    ),
-    allow_outside_cache: bool = typer.Option(
-        False,
-        "--allow-outside-cache",
-        help="With --repair: also change a DVC cache outside the repository that only the"
-        " committed .dvc/config names (confirm it is yours).",
-    ),
-    full: bool = typer.Option(
-        False, "--full", help="Re-hash every object, ignoring the record of what was verified."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    repair: Annotated[
+        bool,
+        Option(
+            "--repair",
+            help="Move corrupted objects into the quarantine in the git directory"
+            " (.git/dlm-git/quarantine/, never deleted) and re-fetch them from this work tree's"
+            " default DVC remote.",
+        ),
+    ] = False,
+    allow_outside_cache: Annotated[
+        bool,
+        Option(
+            "--allow-outside-cache",
+            help="With --repair: also change a DVC cache outside the repository that only the"
+            " committed .dvc/config names (confirm it is yours).",
+        ),
+    ] = False,
+    full: Annotated[
+        bool,
+        Option("--full", help="Re-hash every object, ignoring the record of what was verified."),
+    ] = False,
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Check every cache object the history references, and the token cache."""
     from dlm_git.errors import UsageError
@@ -53,4 +58,4 @@ def fsck(
         for line in render(report):
             echo(line)
     if not report.ok:
-        raise typer.Exit(1)
+        raise Exit(1)

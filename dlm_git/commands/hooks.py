@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Group, Option
 from dlm_git.output import echo
 
-hooks_app = typer.Typer(
-    help="Install or remove dlm-git's git hooks.", no_args_is_help=True, rich_markup_mode=None
-)
+hooks_app = Group(help="Install or remove dlm-git's git hooks.")
 
 
 @hooks_app.command("install")
 def install(
-    uninstall: bool = typer.Option(False, "--uninstall", help="Remove the hooks instead."),
+    uninstall: Annotated[bool, Option("--uninstall", help="Remove the hooks instead.")] = False,
 ) -> None:
     """Install pre-commit, pre-merge-commit and pre-push hooks (chaining any existing hook)."""
     from dlm_git.gitio import toplevel

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Option
 from dlm_git.output import echo
 
 
 def init(
-    doc: str = typer.Option(None, "--doc", help="Scaffold NAME/NAME.dlm and add it to params."),
-    no_hooks: bool = typer.Option(False, "--no-hooks", help="Don't install the git hooks."),
-    sign: bool = typer.Option(
-        False, "--sign", help="Add the sign@<doc> stage (signs when a key is configured)."
-    ),
+    doc: Annotated[
+        str | None, Option("--doc", help="Scaffold NAME/NAME.dlm and add it to params.")
+    ] = None,
+    no_hooks: Annotated[bool, Option("--no-hooks", help="Don't install the git hooks.")] = False,
+    sign: Annotated[
+        bool, Option("--sign", help="Add the sign@<doc> stage (signs when a key is configured).")
+    ] = False,
 ) -> None:
     """Set up the dlm-git pipeline in this git repository (idempotent)."""
     from dlm_git.pipeline.init import run_init

@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
+from dlm_git.clidecl import Option
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:
@@ -17,11 +16,13 @@ if TYPE_CHECKING:
 
 
 def log(
-    doc: Path = typer.Option(None, "--doc", help="Only this document (file or directory)."),
-    max_count: int = typer.Option(
-        None, "-n", "--max-count", help="At most N entries per document."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    doc: Annotated[
+        Path | None, Option("--doc", help="Only this document (file or directory).")
+    ] = None,
+    max_count: Annotated[
+        int | None, Option("-n", "--max-count", help="At most N entries per document.")
+    ] = None,
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show the lineage of each document's adapter: commits, adapters, lock acceptances,
     signatures, verdicts and scores (from git objects only)."""

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument
 from dlm_git.output import echo
 
 
 def new(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file to create (NAME.dlm)."),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file to create (NAME.dlm).")],
 ) -> None:
     """Write a starter document with a fresh dlm_id (a ULID); refuses to overwrite."""
     from dlm_git.doc.starter import create_document

@@ -9,30 +9,36 @@ EC public key). The check itself is `dlm_git.sign.artifact`; it needs no `sign` 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument, Exit, Option
 from dlm_git.output import echo, emit_json
 
 
 def self_verify(
-    artifact: Path = typer.Argument(
-        ..., metavar="ARTIFACT", help="The release artifact: a dlm-git wheel or sdist."
-    ),
-    key: Path = typer.Option(
-        ...,
-        "--key",
-        help="The publisher's EC public key PEM, as you trust it (never read from the release).",
-    ),
-    signature: Path = typer.Option(
-        None, "--signature", help="The signature bundle (default: ARTIFACT.sig beside it)."
-    ),
-    installed: bool = typer.Option(
-        False,
-        "--installed",
-        help="Also check that the dlm-git running this is exactly the wheel's files.",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    artifact: Annotated[
+        Path, Argument(metavar="ARTIFACT", help="The release artifact: a dlm-git wheel or sdist.")
+    ],
+    key: Annotated[
+        Path,
+        Option(
+            "--key",
+            help="The publisher's EC public key PEM, as you trust it (never read from the"
+            " release).",
+        ),
+    ],
+    signature: Annotated[
+        Path | None,
+        Option("--signature", help="The signature bundle (default: ARTIFACT.sig beside it)."),
+    ] = None,
+    installed: Annotated[
+        bool,
+        Option(
+            "--installed",
+            help="Also check that the dlm-git running this is exactly the wheel's files.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Check a dlm-git release artifact against its signature and a public key you trust."""
     import dlm_git
@@ -58,4 +64,4 @@ def self_verify(
     else:
         echo(f"{artifact}: {check.verdict} sha256 {check.sha256}: {check.detail}")
     if check.verdict is not ArtifactVerdict.VERIFIED:
-        raise typer.Exit(1)
+        raise Exit(1)

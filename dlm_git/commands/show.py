@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
+from dlm_git.clidecl import Argument, Option
 from dlm_git.output import echo, emit_json
 
 if TYPE_CHECKING:  # the document model (pydantic) loads only when `show` runs
@@ -14,8 +13,8 @@ if TYPE_CHECKING:  # the document model (pydantic) loads only when `show` runs
 
 
 def show(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")],
+    as_json: Annotated[bool, Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show frontmatter, sections, expanded sources and the resolved base model."""
     from dlm_git.doc.load import load_document

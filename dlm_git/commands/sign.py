@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Option
 from dlm_git.errors import UsageError
 from dlm_git.output import echo
 
@@ -15,22 +15,27 @@ KEY_CONFIG = "dlm-git.signingKey"
 
 
 def sign(
-    doc: list[Path] = typer.Option(
-        None,
-        "--doc",
-        metavar="<path>",
-        help="A document (file or directory); repeatable. Default: params.yaml's.",
-    ),
-    key: Path = typer.Option(
-        None,
-        "--key",
-        help=f"EC private key PEM (default: ${KEY_ENV}, else git config {KEY_CONFIG}).",
-    ),
-    if_configured: bool = typer.Option(
-        False,
-        "--if-configured",
-        help="Without a key (no --key, env or git config): say so and exit 0 (the DVC stage).",
-    ),
+    doc: Annotated[
+        list[Path] | None,
+        Option(
+            "--doc",
+            metavar="<path>",
+            help="A document (file or directory); repeatable. Default: params.yaml's.",
+        ),
+    ] = None,
+    key: Annotated[
+        Path | None,
+        Option(
+            "--key", help=f"EC private key PEM (default: ${KEY_ENV}, else git config {KEY_CONFIG})."
+        ),
+    ] = None,
+    if_configured: Annotated[
+        bool,
+        Option(
+            "--if-configured",
+            help="Without a key (no --key, env or git config): say so and exit 0 (the DVC stage).",
+        ),
+    ] = False,
 ) -> None:
     """Sign each document's .dlm, dlm.lock, manifest.json and adapter into dlm.sig
     (run after `dvc repro`, before `git commit`)."""
@@ -76,7 +81,7 @@ def _params_documents(root: Path) -> list[Path]:
 
 
 def keygen(
-    out: Path = typer.Option(..., "--out", help="Directory for the key pair (outside the repo)."),
+    out: Annotated[Path, Option("--out", help="Directory for the key pair (outside the repo).")],
 ) -> None:
     """Make an EC P-256 key pair: the private key 0600, never inside a git work tree."""
     from dlm_git.sign.create import keygen as make

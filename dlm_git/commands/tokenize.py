@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument, Option
 from dlm_git.output import echo, emit_json
 
 
 def tokenize(
-    doc: Path = typer.Argument(..., metavar="DOC", help="The .dlm file, or its directory."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the tokenized-section cache."),
-    tiny_dir: Path = typer.Option(
-        None, "--tiny-dir", help="Use this directory as the built-in tiny base."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print a summary as JSON."),
+    doc: Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")],
+    no_cache: Annotated[
+        bool, Option("--no-cache", help="Bypass the tokenized-section cache.")
+    ] = False,
+    tiny_dir: Annotated[
+        Path | None, Option("--tiny-dir", help="Use this directory as the built-in tiny base.")
+    ] = None,
+    as_json: Annotated[bool, Option("--json", help="Print a summary as JSON.")] = False,
 ) -> None:
     """Tokenize DOC's rows (through the token cache) into DOC's tokens/ directory."""
     from dlm_git.base.resolve import resolve_base

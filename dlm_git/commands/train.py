@@ -18,8 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
+from dlm_git.clidecl import Argument, Option
 from dlm_git.errors import UsageError
 from dlm_git.layout import MANIFEST_NAME
 from dlm_git.lock.decision import LockMode
@@ -39,22 +38,22 @@ LOCK_MODES: dict[str, LockMode] = {
 LOCK_NOT_WRITTEN = "lock not written (--ignore-lock)"
 
 
-_Doc = Annotated[Path, typer.Argument(metavar="DOC", help="The .dlm file, or its directory.")]
-_StrictLock = Annotated[bool, typer.Option("--strict-lock", help="Treat lock WARN drift as ERROR.")]
+_Doc = Annotated[Path, Argument(metavar="DOC", help="The .dlm file, or its directory.")]
+_StrictLock = Annotated[bool, Option("--strict-lock", help="Treat lock WARN drift as ERROR.")]
 _UpdateLock = Annotated[
     bool,
-    typer.Option("--update-lock", help="Skip validation; accept drift and record `supersedes`."),
+    Option("--update-lock", help="Skip validation; accept drift and record `supersedes`."),
 ]
-_IgnoreLock = Annotated[bool, typer.Option("--ignore-lock", help="Skip validation; don't write.")]
-_NoCache = Annotated[bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache.")]
-_Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or mps.")]
+_IgnoreLock = Annotated[bool, Option("--ignore-lock", help="Skip validation; don't write.")]
+_NoCache = Annotated[bool, Option("--no-cache", help="Bypass the tokenized-section cache.")]
+_Device = Annotated[str, Option("--device", help="auto, cpu, cuda or mps.")]
 _Threads = Annotated[
     int | None,
-    typer.Option("--threads", help="CPU threads, 1-1024 (default: DLM_GIT_THREADS or 2)."),
+    Option("--threads", help="CPU threads, 1-1024 (default: DLM_GIT_THREADS or 2)."),
 ]
 _Numerics = Annotated[
     str | None,
-    typer.Option(
+    Option(
         "--numerics",
         help="Numerics profile: x86-64-v3, armv8-a, native, cuda or auto (default: the"
         " document's training.numerics, else the device's default).",
@@ -62,11 +61,11 @@ _Numerics = Annotated[
 ]
 _SegmentEvery = Annotated[
     int | None,
-    typer.Option("--segment-every", help="Segment snapshot interval in steps (0: none)."),
+    Option("--segment-every", help="Segment snapshot interval in steps (0: none)."),
 ]
 _Nproc = Annotated[
     int,
-    typer.Option(
+    Option(
         "--nproc",
         help="Data-parallel processes through torch.distributed (gloo on cpu, NCCL on cuda),"
         " 1-64; recorded in dlm.lock.",
@@ -74,26 +73,24 @@ _Nproc = Annotated[
 ]
 _AcceptLicense = Annotated[
     bool,
-    typer.Option(
-        "--accept-license", help="Accept the base model's license (recorded in the lock)."
-    ),
+    Option("--accept-license", help="Accept the base model's license (recorded in the lock)."),
 ]
 _TinyDir = Annotated[
-    Path | None, typer.Option("--tiny-dir", help="Use this directory as the built-in tiny base.")
+    Path | None, Option("--tiny-dir", help="Use this directory as the built-in tiny base.")
 ]
 _BaseDir = Annotated[
     Path | None,
-    typer.Option(
+    Option(
         "--base-dir",
         help="Use this directory for a local-directory base_model (as --tiny-dir for builtin).",
     ),
 ]
 _LockMode = Annotated[
-    str, typer.Option("--lock-mode", help="default, strict, update or ignore (same as the flags).")
+    str, Option("--lock-mode", help="default, strict, update or ignore (same as the flags).")
 ]
 _Quiet = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--quiet",
         "-q",
         help="No summary on stdout (errors, warnings and an unwritten lock are still said).",
@@ -101,21 +98,21 @@ _Quiet = Annotated[
 ]
 _NoProgress = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--no-progress",
         help="No plan line or progress on stderr (shown only when stderr is a terminal).",
     ),
 ]
 _MaxSteps = Annotated[
     int | None,
-    typer.Option(
+    Option(
         "--max-steps",
         metavar="N",
         help="Stop after N optimizer steps (a smoke run; recorded in the manifest and"
         " dlm.lock, so its adapter is its own, and verify replays it with the same N).",
     ),
 ]
-_AsJson = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+_AsJson = Annotated[bool, Option("--json", help="Print the outcome as JSON.")]
 
 
 def train(

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import typer
-
+from dlm_git.clidecl import Argument, Exit, Option
 from dlm_git.errors import DlmGitError, UsageError
 from dlm_git.fsutil import atomic_write_bytes
 from dlm_git.hashing import canonical_json
@@ -28,23 +27,21 @@ if TYPE_CHECKING:
 LEVELS = ("hash", "replay", "segments")
 
 
-_Commit = Annotated[str, typer.Argument(metavar="COMMIT", help="The commit to verify.")]
-_Doc = Annotated[Path | None, typer.Option("--doc", help="Only this document (file or directory).")]
-_Level = Annotated[str, typer.Option("--level", help="hash, replay or segments.")]
+_Commit = Annotated[str, Argument(metavar="COMMIT", help="The commit to verify.")]
+_Doc = Annotated[Path | None, Option("--doc", help="Only this document (file or directory).")]
+_Level = Annotated[str, Option("--level", help="hash, replay or segments.")]
 _Worktree = Annotated[
     bool,
-    typer.Option("--worktree", help="Verify the working tree instead of a commit (needs --doc)."),
+    Option("--worktree", help="Verify the working tree instead of a commit (needs --doc)."),
 ]
-_NoDvc = Annotated[bool, typer.Option("--no-dvc", help="With --worktree: skip dvc.lock checks.")]
-_Report = Annotated[Path | None, typer.Option("--report", help="Also write the JSON report here.")]
-_TinyDir = Annotated[Path | None, typer.Option("--tiny-dir", help="Built tiny base directory.")]
-_Sample = Annotated[
-    int, typer.Option("--sample", help="With --level segments: segments to replay.")
-]
-_Seed = Annotated[int | None, typer.Option("--seed", help="With --level segments: sampling seed.")]
+_NoDvc = Annotated[bool, Option("--no-dvc", help="With --worktree: skip dvc.lock checks.")]
+_Report = Annotated[Path | None, Option("--report", help="Also write the JSON report here.")]
+_TinyDir = Annotated[Path | None, Option("--tiny-dir", help="Built tiny base directory.")]
+_Sample = Annotated[int, Option("--sample", help="With --level segments: segments to replay.")]
+_Seed = Annotated[int | None, Option("--seed", help="With --level segments: sampling seed.")]
 _Tolerance = Annotated[
     float | None,
-    typer.Option(
+    Option(
         "--tolerance",
         help="With --level replay: compare within this relative L2 distance per tensor when"
         " bit equality is not expected (yours; never read from the commit). Without it such"
@@ -53,21 +50,21 @@ _Tolerance = Annotated[
 ]
 _Strict = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--strict",
         help="Only VERIFIED, BITWISE and SEGMENTS_BITWISE pass: WITHIN_TOLERANCE exits 1.",
     ),
 ]
 _AcceptLicense = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--accept-license",
         help="With --level replay: accept the base model's license for the re-training.",
     ),
 ]
 _RequireSignature = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--require-signature",
         help="A missing or untrusted signature fails (default: reported). Trusted keys:"
         " git config dlm-git.trustedKeys and .dlm-keys/ in the commit's parent.",
@@ -75,7 +72,7 @@ _RequireSignature = Annotated[
 ]
 _Fetch = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--fetch",
         help="Fetch the adapter (and, for --level segments, the segments) from this work"
         " tree's DVC remote where the cache lacks them.",
@@ -83,13 +80,13 @@ _Fetch = Annotated[
 ]
 _Remote = Annotated[
     str | None,
-    typer.Option(
+    Option(
         "--remote",
         help="With --fetch: fetch from this remote of your own DVC config (.dvc/config.local,"
         " global or system), not the default the checked-out .dvc/config may set.",
     ),
 ]
-_AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+_AsJson = Annotated[bool, Option("--json", help="Machine-readable output.")]
 
 
 @dataclass(frozen=True)
@@ -238,7 +235,7 @@ def finish(
     else:
         print_table(reports)
     if not passing:
-        raise typer.Exit(1)
+        raise Exit(1)
 
 
 def print_table(reports: list[DocReport]) -> None:

@@ -36,6 +36,7 @@ LAYERS: list[set[str]] = [
     {"history"},
     {"hooks", "fsck"},
     {"pipeline"},
+    {"clidecl"},
     {"commands"},
     {"cli"},
     {"__main__"},
