@@ -6,6 +6,12 @@ the package, tokenizer and model hyperparameters, init seed, library versions) i
 `tiny_spec()`, whose hash names the cache directory; nothing else (time, paths, thread
 count, hash seed) can reach the bytes. Built into a temp directory and renamed into place,
 so a reader never sees a half-built base.
+
+A directory the pipeline names (`--tiny-dir bases/tiny`) is filled from the base cache
+(`install_tiny_dir`): the cache's build of this spec, built there once, is copied when it
+holds exactly a build's files (`TINY_FILES`) and this spec's spec file. The copy is the
+bytes a build here would write, by the invariant above, and costs no torch start; the
+cache is trusted as every command that uses `builtin:tiny` without `--tiny-dir` trusts it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dlm_git.fsutil import (
     MAX_RECORD_BYTES,
     NotRegularFile,
     atomic_write_bytes,
+    copy_regular,
     read_regular,
     replacing_dir,
 )
@@ -29,6 +36,17 @@ from dlm_git.hashing import canonical_json, sha256_bytes
 
 TINY_SPEC_VERSION = 1
 SPEC_FILE = "dlm_git_base.json"
+TINY_FILES = frozenset(
+    {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        SPEC_FILE,
+    }
+)
+"""Every file a build writes, and nothing else: what a cached build must hold to be copied."""
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
 IM_START = "<|im_start|>"
@@ -154,7 +172,7 @@ def ensure_tiny_dir(directory: Path) -> None:
     directory = Path(directory)
     if not (directory / SPEC_FILE).exists():
         try:
-            build_tiny_base(directory)
+            install_tiny_dir(directory)
         except OSError:
             if not (directory / SPEC_FILE).exists():
                 raise
@@ -173,6 +191,38 @@ def ensure_tiny_base(cache_root: Path | None = None) -> Path:
         if not (dest / SPEC_FILE).is_file():
             build_tiny_base(dest)
     return dest
+
+
+def install_tiny_dir(dest: Path) -> None:
+    """Put the tiny base into `dest` (replaced atomically): a copy of the base cache's build,
+    made there first if absent (`ensure_tiny_base`); built in `dest` itself where the cache
+    cannot be written or holds anything but a build of this spec (see the module)."""
+    dest = Path(dest)
+    try:
+        source: Path | None = ensure_tiny_base()
+    except OSError:
+        source = None
+    if source is not None and source.absolute() == dest.absolute():
+        return
+    if source is None or not _copy_build(source, dest):
+        build_tiny_base(dest)
+
+
+def _copy_build(source: Path, dest: Path) -> bool:
+    """Copy the build in `source` to `dest`; False (nothing written) if `source` holds
+    other files than a build's, another spec's build, or cannot be read."""
+    try:
+        if {p.name for p in source.iterdir()} != TINY_FILES:
+            return False
+        if read_regular(source / SPEC_FILE, MAX_RECORD_BYTES) != tiny_spec_json():
+            return False
+        with replacing_dir(dest) as tmp:
+            for name in sorted(TINY_FILES):
+                copy_regular(source / name, tmp / name, follow_symlinks=False)
+                os.chmod(tmp / name, FILE_MODE)
+    except (OSError, NotRegularFile):
+        return False
+    return True
 
 
 def build_tiny_base(dest: Path) -> Path:

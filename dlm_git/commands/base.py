@@ -71,7 +71,7 @@ def build(
 
 def _build_tiny(out: Path) -> None:
     from dlm_git.base.errors import BaseNotAvailableError
-    from dlm_git.base.tiny import build_tiny_base, check_tiny_dir
+    from dlm_git.base.tiny import check_tiny_dir, install_tiny_dir
 
     try:
         check_tiny_dir(out)
@@ -83,7 +83,7 @@ def _build_tiny(out: Path) -> None:
 
     check_replaceable(out)
     _pin_numerics()
-    build_tiny_base(out)
+    install_tiny_dir(out)
     echo(f"{out}: built tiny base")
 
 

@@ -19,10 +19,11 @@ import pytest
 
 from dlm_git.hashing import sha256_bytes
 from tests.support.env import run
+from tests.support.forger import Forge
 from tests.support.gitrepo import git
 from tests.support.signing import Signed, keygen
-from tests.support.verdicts import caught
-from tests.support.verified import DOC
+from tests.support.verdicts import Result, call_main_in, caught
+from tests.support.verified import DOC, copy_repo
 
 pytestmark = pytest.mark.slow
 
@@ -288,6 +289,53 @@ def committed_signed(signed: Signed) -> Signed:
     return signed
 
 
+RETRAINED = "A paragraph added after the document was signed."
+
+
+@pytest.fixture(scope="module")
+def retrained_once(
+    tmp_path_factory: pytest.TempPathFactory,
+    verified_repo: Path,
+    keys: dict[str, tuple[Path, Path]],
+) -> Path:
+    """`committed_signed`'s repository (signed by alice, trusted, committed, hooks
+    installed) after `retrain(root, RETRAINED)`: one real training for this module's
+    retraining tests, neither committed nor re-signed. Never modified: `retrained` copies."""
+    root = copy_repo(verified_repo, tmp_path_factory.mktemp("signed-retrained") / "repo")
+    s = Signed(Forge(root, _cli_in(root)), keys)
+    s.sign()
+    s.trust()
+    s.forge.commit("sign demo")
+    run([sys.executable, "-m", "dlm_git", "hooks", "install"], root)
+    assert "requireSignature" not in s.forge.git("config", "--list")
+    retrain(root, RETRAINED)
+    return root
+
+
+def _cli_in(root: Path) -> Any:
+    """`dlm-git ARGS` in a fresh interpreter in `root`, as `Forge` calls its CLI."""
+
+    def call(argv: list[str]) -> Result:
+        proc = run([sys.executable, "-m", "dlm_git", *argv], root, check=False)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    return call
+
+
+@pytest.fixture
+def retrained(
+    tmp_path: Path,
+    retrained_once: Path,
+    keys: dict[str, tuple[Path, Path]],
+    capfd: pytest.CaptureFixture[str],
+) -> Signed:
+    """A private copy of `retrained_once`: the records retrained, the old dlm.sig staged
+    nowhere yet and unchanged in the work tree."""
+    root = copy_repo(retrained_once, tmp_path / "repo")
+    assert SIG not in git(root, "status", "--porcelain"), "the retrain changed dlm.sig"
+    return Signed(Forge(root, call_main_in(root, capfd)), keys)
+
+
 def retrain(root: Path, prose: str) -> None:
     """Edit the document and re-run the pipeline (a real training, no key configured)."""
     doc = root / DOC / f"{DOC}.dlm"
@@ -312,13 +360,10 @@ def refused_for_signature(proc: subprocess.CompletedProcess[str], words: str) ->
 
 
 @pytest.mark.parametrize("trusted", [True, False], ids=["trusted-key", "untrusted-key"])
-def test_a_retrain_after_signing_is_refused_at_commit(
-    committed_signed: Signed, trusted: bool
-) -> None:
-    s, root = committed_signed, committed_signed.forge.root
+def test_a_retrain_after_signing_is_refused_at_commit(retrained: Signed, trusted: bool) -> None:
+    s, root = retrained, retrained.forge.root
     if not trusted:  # the binding is judged without trusting the key
         s.forge.git("config", "--unset-all", "dlm-git.trustedKeys")
-    retrain(root, "A paragraph added after the document was signed.")
     proc = commit(root, "retrained, not re-signed")
     refused_for_signature(proc, "does not sign the staged records")
     assert "manifest.json" in proc.stderr and f"{DOC}.dlm" in proc.stderr, proc.stderr
@@ -347,12 +392,11 @@ def test_a_signature_over_another_document_is_refused_at_commit(committed_signed
     assert proc.returncode == 0, proc.stderr
 
 
-def test_a_stale_signature_staged_alone_is_refused(committed_signed: Signed) -> None:
+def test_a_stale_signature_staged_alone_is_refused(retrained: Signed) -> None:
     """The records were retrained and committed unsigned (honest: the old signature was
     removed); the old dlm.sig is then brought back and staged by itself."""
-    s, root = committed_signed, committed_signed.forge.root
+    s, root = retrained, retrained.forge.root
     old = s.forge.read(SIG)
-    retrain(root, "Retrained; the signature goes.")
     git(root, "rm", "-q", SIG)
     proc = commit(root, "retrained, signature removed")
     assert proc.returncode == 0, proc.stderr

@@ -19,6 +19,7 @@ from tests.support.cli import RunCli
 from tests.support.demo import DEVICE_ARGS, Trained, write_fast_demo
 from tests.support.files import snapshot
 from tests.support.gitrepo import init_repo
+from tests.support.shared import build_once, shared_root
 
 DOC_DIRNAME = "demo"
 
@@ -57,12 +58,17 @@ def run_cli(capfd: pytest.CaptureFixture[str], base_cache: Path) -> RunCli:
 
 @pytest.fixture(scope="session")
 def trained_once(tmp_path_factory: pytest.TempPathFactory, base_cache: Path) -> Trained:
-    """The fast demo document, trained once per session (in-process). Never modify it."""
-    repo = init_repo(tmp_path_factory.mktemp("trained-once") / "repo")
+    """The fast demo document, trained once per run (in-process, by whichever worker asks
+    first: tests/support/shared.py). Never modify it."""
+
+    def build(repo: Path) -> None:
+        init_repo(repo)
+        write_fast_demo(repo / DOC_DIRNAME)
+        code = _call_main(("train", str(repo / DOC_DIRNAME), "-q", *DEVICE_ARGS))
+        assert code == 0, "training the fast demo document failed"
+
+    repo = build_once(shared_root(tmp_path_factory), "trained-once", build)
     doc_dir = repo / DOC_DIRNAME
-    write_fast_demo(doc_dir)
-    code = _call_main(("train", str(doc_dir), "-q", *DEVICE_ARGS))
-    assert code == 0, "training the fast demo document failed"
     files = snapshot(doc_dir)
     assert "adapter/adapter_model.safetensors" in files and "dlm.lock" in files
     return Trained(repo=repo, doc_dir=doc_dir, files=files)

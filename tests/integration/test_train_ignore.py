@@ -16,6 +16,7 @@ import pytest
 from tests.support.demo import write_fast_demo
 from tests.support.env import run
 from tests.support.gitrepo import git, init_repo
+from tests.support.verified import copy_repo
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +46,28 @@ def plain_repo(tmp_path: Path, base_cache: Path) -> Path:
     return repo
 
 
-def test_outputs_are_never_staged_outside_a_dvc_project(plain_repo: Path) -> None:
-    err = train(plain_repo)
+@pytest.fixture(scope="module")
+def trained_once_by_hand(
+    tmp_path_factory: pytest.TempPathFactory, base_cache: Path
+) -> tuple[Path, str]:
+    """`plain_repo` after its first `dlm-git train demo` by hand, and that training's
+    stderr: trained once for this module. Never modified: `trained_by_hand` copies it."""
+    repo = init_repo(tmp_path_factory.mktemp("trained-by-hand") / "repo")
+    write_fast_demo(repo / DOC)
+    return repo, train(repo)
+
+
+@pytest.fixture
+def trained_by_hand(tmp_path: Path, trained_once_by_hand: tuple[Path, str]) -> tuple[Path, str]:
+    """A private copy of `trained_once_by_hand` (work tree and `.git`), and its stderr."""
+    repo, err = trained_once_by_hand
+    return copy_repo(repo, tmp_path / "repo"), err
+
+
+def test_outputs_are_never_staged_outside_a_dvc_project(
+    trained_by_hand: tuple[Path, str],
+) -> None:
+    plain_repo, err = trained_by_hand
     assert (plain_repo / DOC / "adapter" / "adapter_model.safetensors").is_file()
     assert f"{DOC}/.gitignore: added {', '.join(LINES)}" in err
     assert (plain_repo / DOC / ".gitignore").read_text().splitlines() == LINES
@@ -55,8 +76,8 @@ def test_outputs_are_never_staged_outside_a_dvc_project(plain_repo: Path) -> Non
     assert {f"{DOC}/.gitignore", f"{DOC}/dlm.lock", f"{DOC}/manifest.json"} <= set(staged)
 
 
-def test_a_second_training_adds_nothing(plain_repo: Path) -> None:
-    train(plain_repo)
+def test_a_second_training_adds_nothing(trained_by_hand: tuple[Path, str]) -> None:
+    plain_repo, _ = trained_by_hand
     before = (plain_repo / DOC / ".gitignore").read_bytes()
     err = train(plain_repo, "--max-steps", "1")
     assert "added" not in err
@@ -125,11 +146,11 @@ def test_a_gitignore_that_is_a_link_is_refused_never_followed(
 
 
 def test_a_document_trained_outside_dvc_verifies_as_cannot_verify_never_failed(
-    plain_repo: Path,
+    trained_by_hand: tuple[Path, str],
 ) -> None:
     """No dvc.lock binds the adapter's bytes: nothing compared failed, so the verdict says
     what is missing (a forged commit that drops dvc.lock gains nothing: it never passes)."""
-    train(plain_repo)
+    plain_repo, _ = trained_by_hand
     git(plain_repo, "add", "-A")
     git(plain_repo, "commit", "-q", "-m", "trained by hand")
     for level in ("hash", "replay"):  # a replay has the adapter's bytes: dvc.binding runs

@@ -10,24 +10,46 @@ bits. The run is done the way a user in a DVC project does it: by hand, then
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.env import run
+from tests.support.forger import Forge
 from tests.support.gitrepo import git
-from tests.support.verified import DOC, TRAIN_STAGE
+from tests.support.verdicts import call_main_in
+from tests.support.verified import DOC, TRAIN_STAGE, copy_repo
 
 pytestmark = pytest.mark.slow
 
 TRAIN = ("dlm-git", "train", DOC, "--tiny-dir", "bases/tiny", "--device", "cpu", "--threads", "2")
 
 
-def test_a_smoke_run_is_recorded_and_replays_bitwise(forge: Any) -> None:
-    before = forge.manifest()
+@pytest.fixture(scope="module")
+def smoke_once(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path) -> tuple[Path, str]:
+    """The verified repository after `train --max-steps 1` by hand (not committed), and
+    that run's stderr: one smoke training for this module. Never modified: `smoked` copies."""
+    root = copy_repo(verified_repo, tmp_path_factory.mktemp("smoke") / "repo")
+    return root, run([*TRAIN, "--max-steps", "1", "-q"], root).stderr
+
+
+@pytest.fixture
+def smoked(
+    tmp_path: Path, smoke_once: tuple[Path, str], capfd: pytest.CaptureFixture[str]
+) -> tuple[Forge, str]:
+    """A private copy of `smoke_once` as a `Forge`, and the smoke run's stderr."""
+    root = copy_repo(smoke_once[0], tmp_path / "repo")
+    return Forge(root, call_main_in(root, capfd)), smoke_once[1]
+
+
+def test_a_smoke_run_is_recorded_and_replays_bitwise(
+    verified_repo: Path, smoked: tuple[Forge, str]
+) -> None:
+    forge, stderr = smoked
+    before = json.loads((verified_repo / DOC / "manifest.json").read_text("utf-8"))
     assert before["training_config"]["total_steps"] > 1
-    proc = run([*TRAIN, "--max-steps", "1", "-q"], forge.root)
-    assert "max_steps" in proc.stderr  # the lock's drift WARN: the limit is a new setting
+    assert "max_steps" in stderr  # the lock's drift WARN: the limit is a new setting
     manifest, lock = forge.manifest(), forge.lock()
     assert manifest["training_config"]["max_steps"] == 1
     assert manifest["training_config"]["total_steps"] == 1
@@ -48,11 +70,16 @@ def test_a_smoke_run_is_recorded_and_replays_bitwise(forge: Any) -> None:
     assert "bit equality not expected" not in segments.stdout, segments.explain()
 
 
-def test_a_full_run_after_a_smoke_run_drops_the_limit(forge: Any) -> None:
+def test_a_full_run_after_a_smoke_run_drops_the_limit(
+    verified_repo: Path, smoked: tuple[Forge, str]
+) -> None:
     """The limit is the run's, never remembered: the next plain run is the document's
     own again (its adapter, and a lock without `max_steps`)."""
-    full = forge.manifest()["adapter"]["tensor_root"]
-    run([*TRAIN, "--max-steps", "1", "-q"], forge.root)
+    forge, _ = smoked
+    full = json.loads((verified_repo / DOC / "manifest.json").read_text("utf-8"))["adapter"][
+        "tensor_root"
+    ]
+    assert forge.lock()["determinism_flags"]["max_steps"] == 1
     run([*TRAIN, "-q"], forge.root)
     assert "max_steps" not in forge.lock()["determinism_flags"]
     assert forge.manifest()["adapter"]["tensor_root"] == full
