@@ -197,12 +197,33 @@ class TreeAt:
     @functools.cached_property
     def entries(self) -> dict[str, tuple[str, str]]:
         """Path -> (mode, object id) of every file of the tree (the work tree: no ids)."""
+        return dict(self._listing)
+
+    @functools.cached_property
+    def _listing(self) -> list[tuple[str, tuple[str, str]]]:
+        """(path, (mode, object id)) of every entry, as git lists it."""
         if self.where is Rev.INDEX:
-            return {path: (mode, oid) for mode, oid, path in gitio.index_entries([], self.root)}
+            return [(path, (mode, oid)) for mode, oid, path in gitio.index_entries([], self.root)]
         if self.where is Rev.WORKTREE:
-            return {path: ("", "") for path in gitio.worktree_files(self.root)}
+            return [(path, ("", "")) for path in gitio.worktree_files(self.root)]
         assert self._commit is not None
-        return {path: (mode, oid) for mode, _, oid, path in self._commit.entries}
+        return [(path, (mode, oid)) for mode, _, oid, path in self._commit.entries]
+
+    @functools.cached_property
+    def in_git_order(self) -> bool:
+        """Whether every path is listed once, in git's order (by bytes), as in every tree
+        and index git writes. A tree written by hand (`mktree` given a name twice, `hash-
+        object --literally`) may list a path twice or out of order: `entries` then keeps
+        only the last entry of a path, and git's own comparisons walk it differently."""
+        if len(self.entries) != len(self._listing):
+            return False  # a path listed twice
+        paths = list(self.entries)  # each path once: in the listing's order
+        try:
+            "\0".join(paths).encode("utf-8")
+        except UnicodeEncodeError:  # a name that is not UTF-8: compare its bytes
+            raw = [path.encode("utf-8", "surrogateescape") for path in paths]
+            return raw == sorted(raw)
+        return paths == sorted(paths)  # UTF-8 keeps code point order: text order is git's
 
     def symlinks(self, dirs: Sequence[str]) -> list[str]:
         """The symbolic links the tree holds under `dirs` (the work tree's: on disk)."""

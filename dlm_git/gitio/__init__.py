@@ -84,11 +84,18 @@ else:
 
     def __getattr__(name: str) -> object:
         """A `LAZY` name, imported from its room when first asked (hidden from the type
-        checker, which reads the imports above: a misspelt name stays an error)."""
+        checker, which reads the imports above: a misspelt name stays an error). A room
+        that fails to import raises `ImportError` naming the cause: an `AttributeError`
+        out of its import would read as "no such name" (`hasattr` False, `from gitio
+        import` "cannot import name") and the cause would be lost."""
         room = LAZY.get(name)
         if room is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(room), name)
+        try:
+            module = importlib.import_module(room)
+        except AttributeError as exc:
+            raise ImportError(f"importing {room} failed: {exc}", name=room) from exc
+        value = getattr(module, name)
         globals()[name] = value  # asked once: later lookups find it directly
         return value
 

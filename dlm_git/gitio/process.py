@@ -108,11 +108,13 @@ def git(
     elsewhere: bool = False,
 ) -> bytes:
     """stdout of `git <args>` (in `child_env(elsewhere)`); with `check`, a failure is a
-    `GitError` with git's last line."""
+    `GitError` naming the git command (`git ls-tree`, past options such as `LITERAL`)
+    with git's last line."""
     proc = run_git(args, cwd, input, elsewhere=elsewhere)
     if check and proc.returncode != 0:
         msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {args[0]}", msg[-1] if msg else f"exit {proc.returncode}")
+        command = next((a for a in args if not a.startswith("-")), args[0])
+        raise GitError(f"git {command}", msg[-1] if msg else f"exit {proc.returncode}")
     return proc.stdout
 
 

@@ -173,11 +173,14 @@ def staged_in(index: TreeAt, at_head: TreeAt | None) -> list[str]:
     which tests hold it to), read from the two listings the checks take anyway, so it
     costs no git process of its own. An unmerged path (index stages 1-3, which the
     listing leaves out) counts only where HEAD has it: git refuses such a commit before
-    any hook runs."""
-    ours = index.entries
+    any hook runs. A listing git would not write (`TreeAt.in_git_order`: a tree or an
+    index made by hand to name a path twice or out of order) adds git's own answer, so
+    a path the commit rewrites is never missed."""
     theirs = at_head.entries if at_head is not None else {}
-    paths = {p for p, entry in ours.items() if theirs.get(p) != entry}
-    paths.update(p for p in theirs if p not in ours)
+    paths = {p for p, _ in index.entries.items() ^ theirs.items()}  # on one side only
+    if not all(tree.in_git_order for tree in (index, at_head) if tree is not None):
+        head = str(at_head.where) if at_head is not None else None
+        paths.update(gitio.staged_paths(index.root, head=head))
     return sorted(paths, key=lambda p: p.encode("utf-8", "surrogateescape"))
 
 

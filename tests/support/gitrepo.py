@@ -8,6 +8,7 @@ process's environment for the whole session.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from tests.support.env import GIT_SETTINGS, run
@@ -21,6 +22,36 @@ def git(repo: Path, *args: str, check: bool = True, **env: str) -> str:
 
 def head(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
+
+
+def hand_tree(repo: Path, entries: list[tuple[str, bytes, str]]) -> str:
+    """A tree object written byte for byte from (mode, name, object id) `entries`, in the
+    order given and never checked (`hash-object --literally`): a name twice, or out of
+    git's order, as only a hostile hand makes them (modes as git writes them: `40000`,
+    not `ls-tree`'s `040000`). Its id."""
+    raw = b"".join(
+        f"{mode.lstrip('0')} ".encode() + name + b"\0" + bytes.fromhex(oid)
+        for mode, name, oid in entries
+    )
+    args = ["git", "hash-object", "-t", "tree", "-w", "--literally", "--stdin"]
+    return (
+        subprocess.run(args, cwd=repo, input=raw, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
+
+
+def tree_entries_of(repo: Path, tree: str) -> list[tuple[str, bytes, str]]:
+    """(mode, name, object id) of `tree`'s own entries, in its order (for `hand_tree`)."""
+    out = subprocess.run(
+        ["git", "ls-tree", "-z", tree], cwd=repo, capture_output=True, check=True
+    ).stdout
+    entries = []
+    for record in out.split(b"\0")[:-1]:
+        meta, _, name = record.partition(b"\t")
+        mode, _, oid = meta.decode().split(" ")
+        entries.append((mode, name, oid))
+    return entries
 
 
 LOCAL_SETTINGS = ("user.name", "user.email", "commit.gpgsign")
