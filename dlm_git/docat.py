@@ -196,8 +196,13 @@ class TreeAt:
 
     @functools.cached_property
     def entries(self) -> dict[str, tuple[str, str]]:
-        """Path -> (mode, object id) of every file of the tree (the work tree: no ids)."""
-        return dict(self._listing)
+        """Path -> (mode, object id) of every file of the tree (the work tree: no ids). A
+        path listed twice (a tree made by hand) is its first entry, the one git's own
+        lookups (`HEAD:path`) and `verify` read."""
+        entries: dict[str, tuple[str, str]] = {}
+        for path, entry in self._listing:
+            entries.setdefault(path, entry)
+        return entries
 
     @functools.cached_property
     def _listing(self) -> list[tuple[str, tuple[str, str]]]:
@@ -214,7 +219,7 @@ class TreeAt:
         """Whether every path is listed once, in git's order (by bytes), as in every tree
         and index git writes. A tree written by hand (`mktree` given a name twice, `hash-
         object --literally`) may list a path twice or out of order: `entries` then keeps
-        only the last entry of a path, and git's own comparisons walk it differently."""
+        only the first entry of a path, and git's own comparisons walk it differently."""
         if len(self.entries) != len(self._listing):
             return False  # a path listed twice
         paths = list(self.entries)  # each path once: in the listing's order

@@ -184,6 +184,20 @@ def test_a_hand_made_head_tree_hides_no_path_the_commit_rewrites(
     assert "a" in staged and set(staged) == set(gitio.staged_paths(git_repo))
 
 
+def test_a_path_listed_twice_reads_as_git_reads_it(git_repo: Path) -> None:
+    """HEAD's hand-made tree names `a` twice: the hook's view of HEAD (`TreeAt.entries`)
+    is the first entry, the one `git show HEAD:a` (and `verify`) reads, not the last."""
+    old, new = (blob(git_repo, data) for data in (b"old\n", b"new\n"))
+    tree = hand_tree(git_repo, [("100644", b"a", old), ("100644", b"a", new)])
+    git(git_repo, "update-ref", "HEAD", git(git_repo, "commit-tree", tree, "-m", "hand").strip())
+    assert git(git_repo, "rev-parse", "HEAD:a").strip() == old
+    head = git(git_repo, "rev-parse", "HEAD").strip()
+    with _trees(git_repo, head) as (_, at_head):
+        assert at_head is not None
+        assert at_head.entries["a"] == ("100644", old)
+        assert not at_head.in_git_order
+
+
 def swap_first_two_entries(index: Path) -> None:
     """Rewrite a version-2 index with its first two entries swapped (checksum renewed):
     an index out of git's order, which git reads without complaint."""
