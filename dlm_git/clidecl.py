@@ -94,16 +94,29 @@ class Group:
 # --- values ------------------------------------------------------------------------
 
 _INTEGER = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+_BLANKS = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""The blanks pydantic strips around a number (Unicode White_Space): not the separators
+\\x1c-\\x1f, which `str.strip` and `float` would also take for blanks."""
+
+
+def _unblanked(value: Any) -> str:
+    return str(value).strip(_BLANKS)
 
 
 class _Int(click.ParamType[int, Any]):
     name = "int"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        text = str(value).strip()
+        text = _unblanked(value)
         if not _INTEGER.fullmatch(text):
             self.fail("Input should be a valid integer, unable to parse string as an integer")
-        return int(text.partition(".")[0])
+        try:
+            return int(text.partition(".")[0])
+        except ValueError:  # more digits than int() reads (sys.get_int_max_str_digits)
+            self.fail("Unable to parse input string as an integer, exceeded maximum size")
 
 
 class _Float(click.ParamType[float, Any]):
@@ -112,8 +125,8 @@ class _Float(click.ParamType[float, Any]):
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        text = str(value).strip()
-        if text.isascii():
+        text = _unblanked(value)
+        if text.isascii() and text == text.strip():
             with contextlib.suppress(ValueError):
                 return float(text)
         self.fail("Input should be a valid number, unable to parse string as a number")

@@ -51,7 +51,7 @@ def build(
             raise UsageError(
                 "base build", "the tiny base takes --out DIR only", "dlm-git base build --out DIR"
             )
-        _build_tiny(out)
+        _build_tiny(out, from_cache=False)
         return
     if out is None and hf_cache is None:
         raise UsageError(
@@ -69,9 +69,11 @@ def build(
         echo(f"{built.snapshot}: hf:{built.repo_id}@{built.revision}")
 
 
-def _build_tiny(out: Path) -> None:
+def _build_tiny(out: Path, *, from_cache: bool) -> None:
+    """The tiny base into `out`: the pipeline's stage (`from_cache`) copies the base cache's
+    build (`install_tiny_dir`); `base build` builds it here, a check of that cache."""
     from dlm_git.base.errors import BaseNotAvailableError
-    from dlm_git.base.tiny import check_tiny_dir, install_tiny_dir
+    from dlm_git.base.tiny import build_tiny_base, check_tiny_dir, install_tiny_dir
 
     try:
         check_tiny_dir(out)
@@ -83,7 +85,7 @@ def _build_tiny(out: Path) -> None:
 
     check_replaceable(out)
     _pin_numerics()
-    install_tiny_dir(out)
+    (install_tiny_dir if from_cache else build_tiny_base)(out)
     echo(f"{out}: built tiny base")
 
 
@@ -150,7 +152,7 @@ def resolve(
     spec = loaded.doc.frontmatter.base_model
     where = loaded.base_model_at
     if parse_base_spec(spec, where).kind == "builtin" and tiny_dir is not None:
-        _build_tiny(tiny_dir)
+        _build_tiny(tiny_dir, from_cache=True)
     resolved = resolve_base(spec, loaded.doc.directory, loaded.repo_root, tiny_dir, where=where)
     ident = resolved.identity
     record = canonical_json(

@@ -5,7 +5,8 @@ is a fresh interpreter, and torch, transformers and peft are most of its cost).
 they import none of `tests/support/cli.HEAVY`, on a trained repository as `dvc repro`
 runs them. `base resolve --tiny-dir bases/tiny` in a fresh repository takes the tiny base
 from the base cache's build (`dlm_git/base/tiny.install_tiny_dir`), byte for byte, without
-starting torch; a cache that holds anything but exactly a build's files is not copied.
+starting torch; a cache that holds anything but exactly a build's files is not copied,
+and `base build --out` builds, never copies (it is how a user checks the cache).
 `eval` refuses an untrained document before it starts the stack; `train`, `eval` itself
 (and `tokenize`, without its token cache) need the stack and are not here.
 """
@@ -97,3 +98,23 @@ def test_a_cache_holding_more_than_a_build_is_not_copied_but_built_anew(
     assert got.code == 0, got.stdout
     assert "torch" in got.modules  # built, not copied
     assert _files(fresh_repo / TINY) == _files(honest)
+
+
+def test_base_build_builds_the_tiny_base_whatever_the_cache_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`dlm-git base build --out DIR` is the independent build a user makes to check a
+    base cache against: a cached directory with exactly a build's files and this spec's
+    spec file, one weight byte changed, is not what it writes (only the pipeline's
+    `--tiny-dir` copies the cache)."""
+    honest = ensure_tiny_base()
+    cache = tmp_path / "cache"
+    shutil.copytree(honest, cache / honest.name)
+    weights = cache / honest.name / "model.safetensors"
+    changed = bytearray(weights.read_bytes())
+    changed[-1] ^= 0x40
+    weights.write_bytes(bytes(changed))
+    monkeypatch.setenv("DLM_GIT_BASE_CACHE", str(cache))
+    got = imports_of(tmp_path, "base", "build", "--out", "built")
+    assert got.code == 0, got.stdout
+    assert _files(tmp_path / "built") == _files(honest)
