@@ -32,11 +32,14 @@ def locate_base_dir(
     revision: str | None = None,
 ) -> Path | None:
     """Where the base's weights are on this machine. For builtin:tiny: `tiny_dir` if given,
-    else the base cache or the repository's pipeline build (`bases/tiny`) if either holds
-    the build `revision` names (the record's `base.revision`: found by its spec file's
-    hash, so a core install without torch, transformers or tokenizers finds it too) or the
-    current spec, else a fresh build (`build=False`, as in the git hooks, or a core
-    install: None)."""
+    else the base cache if it holds the build `revision` names (the record's
+    `base.revision`: found by its spec file's hash, so a core install without torch,
+    transformers or tokenizers finds it too) or the current spec, else a fresh build into
+    the cache. Only where no build is allowed (`build=False`: the git hooks, on the
+    committer's own work tree) is the repository's pipeline build (`bases/tiny`) looked
+    at: a verifier never takes weights from the work tree, which a checked-out commit or
+    a `dvc pull` of its outputs may have filled (found by its spec file alone, its
+    weights would set the bar the base identity is judged by)."""
     from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
     from dlm_git.base.resolve import locate_base
     from dlm_git.base.tiny import (
@@ -53,9 +56,10 @@ def locate_base_dir(
             return _recorded_snapshot(located, revision)
         if located.spec.kind != "builtin":
             return located.path if located.available else None
+        work_tree = [] if build else [repo_root / PIPELINE_TINY_DIR]
         if revision is not None and TINY_REVISION_RE.match(revision):
             named = [tiny_dir] if tiny_dir is not None else []
-            named += [default_base_cache() / revision, repo_root / PIPELINE_TINY_DIR]
+            named += [default_base_cache() / revision, *work_tree]
             for candidate in named:
                 if built_revision(candidate) == revision:
                     return candidate
@@ -63,7 +67,7 @@ def locate_base_dir(
             if tiny_dir is not None:
                 check_tiny_dir(tiny_dir)
                 return tiny_dir
-            for candidate in (cached_tiny(), repo_root / PIPELINE_TINY_DIR):
+            for candidate in (cached_tiny(), *work_tree):
                 try:
                     check_tiny_dir(candidate)
                     return candidate
