@@ -41,6 +41,7 @@ class EnvironmentFailure(DlmGitError):
         errno.EPERM: "check the permissions of that path",
         errno.EROFS: "the file system is read-only; work in a writable checkout",
         errno.ENOENT: "a file or directory disappeared while in use; restore it and re-run",
+        errno.EBADF: "run it with standard output and standard error open, not closed with >&-",
     }
 
     @classmethod

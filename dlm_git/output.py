@@ -11,9 +11,10 @@ same characters written as JSON escapes.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -43,13 +44,24 @@ def _escape(ch: str) -> str:
 
 def echo(line: str = "", *, err: bool = False) -> None:
     """One line to stdout (stderr with `err`), through `printable`."""
-    stream = sys.stderr if err else sys.stdout
+    stream = _stream(err)
     stream.write(printable(line) + "\n")
     stream.flush()
 
 
+def _stream(err: bool) -> TextIO:
+    """stdout (stderr with `err`). One the process was started without (closed: Python
+    makes it None) is the machine's refusal (EBADF, one line from `cli.main`, exit 1),
+    never a traceback."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        raise OSError(errno.EBADF, f"standard {'error' if err else 'output'} is closed")
+    return stream
+
+
 def error_line(text: str) -> None:
-    echo(text.rstrip("\n"), err=True)
+    if sys.stderr is not None:  # closed: nowhere to say it (the exit code still does)
+        echo(text.rstrip("\n"), err=True)
 
 
 def emit_json(obj: Any) -> None:
@@ -59,8 +71,9 @@ def emit_json(obj: Any) -> None:
     text = json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
     if not text.replace("\n", "").isprintable():
         text = "".join(ch if ch.isprintable() or ch == "\n" else _json_escape(ch) for ch in text)
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    stream = _stream(err=False)
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _json_escape(ch: str) -> str:
