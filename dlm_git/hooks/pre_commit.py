@@ -184,11 +184,12 @@ def staged_in(index: TreeAt, at_head: TreeAt | None) -> list[str]:
     return sorted(paths, key=lambda p: p.encode("utf-8", "surrogateescape"))
 
 
-def collect(root: Path, head: str | None, staged: list[str]) -> tuple[list[HookFinding], int]:
+def collect(root: Path, head: str | None) -> tuple[list[HookFinding], int]:
     """Every finding about the staged change (strict mode not applied yet), and how many
-    documents it concerns."""
+    documents it concerns (nothing staged: none)."""
     with _trees(root, head) as (index, at_head):
-        return judge(root, head, staged, index, at_head)
+        staged = staged_in(index, at_head)
+        return judge(root, head, staged, index, at_head) if staged else ([], 0)
 
 
 def judge(
@@ -219,11 +220,7 @@ def run(cwd: Path, action: str = "commit") -> int:
     "merge" for the pre-merge-commit hook, where the index holds the merge result)."""
     root, head, state = gitio.toplevel_and_head(cwd, also=statedir.ASK)
     statedir.learn(root, cwd, state)  # the hash cache's directory: no git process of its own
-    with _trees(root, head) as (index, at_head):
-        staged = staged_in(index, at_head)
-        if not staged:
-            return 0
-        findings, counted = judge(root, head, staged, index, at_head)
+    findings, counted = collect(root, head)
     if findings:  # the user's severities are read only when there is something to say
         findings = configure(findings, configured(root))
     if not counted and not findings:

@@ -142,13 +142,13 @@ def found(repo: Path, stage: bool = True) -> list[tuple[str, str]]:
     if stage:
         git(repo, "add", "-A")
     head = gitio.resolve_commit("HEAD", repo)
-    findings, _ = collect(repo, head, gitio.staged_paths(repo, head=head))
+    findings, _ = collect(repo, head)
     return [(f.level, f.check) for f in findings]
 
 
 def lines(repo: Path) -> list[str]:
     head = gitio.resolve_commit("HEAD", repo)
-    findings, _ = collect(repo, head, gitio.staged_paths(repo, head=head))
+    findings, _ = collect(repo, head)
     return [f.line() for f in findings]
 
 
