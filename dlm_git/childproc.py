@@ -10,9 +10,9 @@ Invariants:
   the pre-push hook's remote query, `dlm_git.verify.remote`).
 - Whatever a process reads back is hostile bytes: a bounded regular-file read,
   `safeparse.load_json` (bounded nesting, finite numbers), then `decode`, field by field
-  into the dataclass (exact keys, exact JSON types, enums and literals by value, pydantic
-  models by their own validation); any other shape is one `ProtocolError` line, never a
-  traceback.
+  into the dataclass (exact keys, exact JSON types, enums and literals by value, records
+  (`dlm_git.validated`) by their own validation); any other shape is one `ProtocolError`
+  line, never a traceback.
 - A child's user error travels in its answer (its one line and exit code) and is raised
   in the parent as a `ChildError` with that line and code; a child that leaves no
   answer (a crash, a signal) is a `ChildError` naming how it ended and its last line.
@@ -29,8 +29,8 @@ Invariants:
   nothing read from a commit chooses what runs. `-P`: the working directory (often a
   work tree, every byte of it the commit's) is not put on the child's import path, so
   a `dlm_git/` directory there is never imported in place of this dlm-git.
-- Imports nothing heavy (no pydantic, torch or dvc until a model is decoded): a hook's
-  child may use it too.
+- Imports nothing heavy (no torch or dvc; a record's schema module only when one is
+  decoded): a hook's child may use it too.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class ChildError(DlmGitError):
 
 def encode(value: Any) -> Any:
     """`value` as JSON values: dataclasses by field, enums by value, paths as text,
-    pydantic models as their JSON dump."""
+    records (`dlm_git.validated`) as their JSON dump."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
@@ -182,14 +182,14 @@ def _decode_dataclass(kind: Any, value: Any, where: str) -> Any:
 
 
 def _decode_model(kind: Any, value: Any, where: str) -> Any:
-    from pydantic import ValidationError
+    from dlm_git.validated import ValidationError
 
     try:
         return kind.model_validate(_is(dict, value, where))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ProtocolError(f"{where}.{key}", str(first["msg"])) from None
+        first = exc.problems[0]
+        key = ".".join(str(p) for p in first.loc)
+        raise ProtocolError(f"{where}.{key}", first.message) from None
 
 
 def _decode_scalar(kind: Any, value: Any, where: str) -> Any:

@@ -28,7 +28,6 @@ from dlm_git import __version__
 from dlm_git.clidecl import Exit, Group, Option, command, group, root, run
 from dlm_git.errors import DlmGitError, EnvironmentFailure, TrainingStackMissing, UsageError
 from dlm_git.output import echo, emit_json, error_line
-from dlm_git.plugins import refuse_plugins
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("dlm_git.commands.show", "show"),
@@ -143,7 +142,6 @@ def asked_for(argv: list[str]) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    refuse_plugins()  # before any model is built: no third-party code in a verdict
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return run(build_app(asked_for(args)), args, "dlm-git")

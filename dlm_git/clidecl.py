@@ -23,7 +23,6 @@ import contextlib
 import errno
 import inspect
 import os
-import re
 import sys
 import types
 import typing
@@ -36,6 +35,7 @@ import click
 from click.formatting import join_options
 
 from dlm_git.output import echo, printable
+from dlm_git.validated import NumberError, parse_float, parse_int
 
 F = TypeVar("F", bound=Callable[..., Any])
 Callback = Callable[[click.Context, click.Parameter, Any], Any]
@@ -93,30 +93,15 @@ class Group:
 
 # --- values ------------------------------------------------------------------------
 
-_INTEGER = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
-_BLANKS = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-"""The blanks pydantic strips around a number (Unicode White_Space): not the separators
-\\x1c-\\x1f, which `str.strip` and `float` would also take for blanks."""
-
-
-def _unblanked(value: Any) -> str:
-    return str(value).strip(_BLANKS)
-
 
 class _Int(click.ParamType[int, Any]):
     name = "int"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        text = _unblanked(value)
-        if not _INTEGER.fullmatch(text):
-            self.fail("Input should be a valid integer, unable to parse string as an integer")
         try:
-            return int(text.partition(".")[0])
-        except ValueError:  # more digits than int() reads (sys.get_int_max_str_digits)
-            self.fail("Unable to parse input string as an integer, exceeded maximum size")
+            return parse_int(str(value))  # the one rule: the documents' own
+        except NumberError as exc:
+            self.fail(exc.message)
 
 
 class _Float(click.ParamType[float, Any]):
@@ -125,11 +110,10 @@ class _Float(click.ParamType[float, Any]):
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> float:
-        text = _unblanked(value)
-        if text.isascii() and text == text.strip():
-            with contextlib.suppress(ValueError):
-                return float(text)
-        self.fail("Input should be a valid number, unable to parse string as a number")
+        try:
+            return parse_float(str(value))
+        except NumberError as exc:
+            self.fail(exc.message)
 
 
 class _Path(click.ParamType[Path, Any]):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from dlm_git.clidecl import Argument, Option
 from dlm_git.output import echo, emit_json
 
-if TYPE_CHECKING:  # the document model (pydantic) loads only when `show` runs
+if TYPE_CHECKING:  # the document's loader and schema load only when `show` runs
     from dlm_git.doc.load import LoadedDocument
 
 

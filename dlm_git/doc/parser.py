@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from dlm_git.doc.body import decode_utf8, normalize_text, parse_body
 from dlm_git.doc.errors import DocError, FrontmatterError
@@ -32,6 +31,7 @@ from dlm_git.doc.schema import Frontmatter
 from dlm_git.doc.sections import Section
 from dlm_git.hashing import digest_text
 from dlm_git.safeparse import compose_yaml, load_yaml
+from dlm_git.validated import EXTRA, MISSING, ValidationError
 
 # MAX_DOCUMENT_BYTES (`doc.peek`, the one bound): a .dlm is prose and Q/A written by
 # people; tokenizing one section costs memory in proportion to its size (a 10 MB document
@@ -146,24 +146,23 @@ def parse_frontmatter(fm_text: str, path: Path) -> Frontmatter:
 
 
 def _schema_error(exc: ValidationError, fm_text: str, path: Path, data: Any) -> FrontmatterError:
-    errors = exc.errors()
-    first = errors[0]
-    loc = tuple(first["loc"])
-    key = ".".join(str(p) for p in loc)
-    if first["type"] == "extra_forbidden":
+    problems = exc.problems
+    first = problems[0]
+    key = ".".join(str(p) for p in first.loc)
+    if first.kind == EXTRA:
         message = f"unknown key '{key}'"
         hint = "remove it or fix its spelling; see docs/format.md for the schema"
-    elif first["type"] == "missing":
+    elif first.kind == MISSING:
         message = f"missing required key '{key}'"
         hint = "see docs/format.md for the schema"
     else:
-        msg = str(first["msg"]).removeprefix("Value error, ")
+        msg = first.message.removeprefix("Value error, ")
         message = f"invalid value for '{key}': {msg}"
         hint = None
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
     # a missing top-level key has no line of its own: point at the frontmatter's start
-    line = key_line(fm_text, loc) or 1
+    line = key_line(fm_text, first.loc) or 1
     return FrontmatterError(path, message, line=line, col=None, hint=hint)
 
 

@@ -14,13 +14,10 @@ from collections.abc import Callable
 
 from dlm_git.errors import DlmGitError, EnvironmentFailure
 from dlm_git.output import error_line
-from dlm_git.plugins import refuse_plugins
 
 
 def run_hook(body: Callable[[], int]) -> int:
-    """`body()`'s exit status, or 1 after one error line when it fails as a user error
-    (third-party plugins switched off first: `dlm_git.plugins`)."""
-    refuse_plugins()
+    """`body()`'s exit status, or 1 after one error line when it fails as a user error."""
     try:
         return body()
     except DlmGitError as exc:

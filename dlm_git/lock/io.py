@@ -54,18 +54,17 @@ def _where(exc: ValueError) -> str:
 
 def parse_lock(data: bytes, subject: str) -> Lock:
     """The lock, fully validated against the schema."""
-    from pydantic import ValidationError
-
     from dlm_git.lock.schema import Lock
+    from dlm_git.validated import ValidationError
 
     obj = parse_lock_json(data, subject)
     hint = FIX_HINT.format(path=subject)
     try:
         return Lock.model_validate(obj)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise LockError(subject, f"lock field '{key}': {first['msg']}", hint) from None
+        first = exc.problems[0]
+        key = ".".join(str(p) for p in first.loc)
+        raise LockError(subject, f"lock field '{key}': {first.message}", hint) from None
 
 
 def read_lock(path: Path) -> Lock | None:

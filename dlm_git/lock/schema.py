@@ -9,24 +9,19 @@ a lock of a document without one has the bytes it always had.
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from typing import Annotated, Any, Literal
 
 from dlm_git.hashing import canonical_json, sha256_bytes
+from dlm_git.validated import Bounds, Finite, Record
 
 
-class LicenseAcceptance(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class LicenseAcceptance(Record):
     license: str
     requires_acceptance: bool
     accepted: bool
 
 
-class Lock(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Lock(Record):
     lock_version: Literal[1] = 1  # == LOCK_VERSION
     dlm_id: str
     dlm_sha256: str
@@ -42,11 +37,10 @@ class Lock(BaseModel):
     determinism_class: Literal["strong", "best-effort", "advisory"]
     license_acceptance: LicenseAcceptance
     supersedes: str | None = None
-    val_fraction: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+    val_fraction: Annotated[float, Finite(), Bounds(gt=0, lt=1)] | None = None
 
-    @model_serializer(mode="wrap")
-    def _without_unset_split(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
+    def _serialized(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Without `val_fraction` when it is unset: the bytes of a lock from before it."""
         if self.val_fraction is None:
             data.pop("val_fraction", None)
         return data

@@ -64,9 +64,8 @@ def adapter_record(adapter_dir: Path) -> AdapterRecord:
 
 
 def read_manifest_bytes(data: bytes, subject: str) -> Manifest:
-    from pydantic import ValidationError
-
     from dlm_git.errors import DlmGitError
+    from dlm_git.validated import ValidationError
 
     try:
         obj = load_json(data.decode("utf-8"))
@@ -75,8 +74,8 @@ def read_manifest_bytes(data: bytes, subject: str) -> Manifest:
     try:
         return Manifest.model_validate(obj)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
+        first = exc.problems[0]
+        key = ".".join(str(p) for p in first.loc)
         raise DlmGitError(
-            subject, f"manifest field '{key}': {first['msg']}", "re-run training"
+            subject, f"manifest field '{key}': {first.message}", "re-run training"
         ) from None

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from dlm_git.hashing import canonical_json, sha256_bytes
+from dlm_git.validated import Record
 
 MANIFEST_VERSION = 1
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class _Frozen(Record):
+    """The records of a manifest (`dlm_git.validated`: frozen, unknown keys refused)."""
 
 
 class SourceEntry(_Frozen):

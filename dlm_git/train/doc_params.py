@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
-from pydantic import ValidationError
 
 from dlm_git.doc.load import LoadedDocument
 from dlm_git.doc.schema import TrainingConfig
@@ -35,6 +34,7 @@ from dlm_git.docset import PARAMS_NAME
 from dlm_git.lock.decision import LockMode
 from dlm_git.safeparse import TooDeep, load_yaml
 from dlm_git.train.options import TrainError, TrainOptions
+from dlm_git.validated import ValidationError
 
 DOCS_KEY = "docs"
 TRAINING_KEY = "training"
@@ -162,11 +162,11 @@ def with_params(loaded: LoadedDocument, overrides: Mapping[str, Any]) -> LoadedD
     try:
         training = TrainingConfig.model_validate(merged)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
+        first = exc.problems[0]
+        where = ".".join(str(p) for p in first.loc)
         raise TrainError(
             f"{PARAMS_NAME}: {DOCS_KEY}.{doc_key(loaded)}.{TRAINING_KEY}.{where}",
-            str(err["msg"]),
+            first.message,
             "give it a value the document's `training:` accepts",
         ) from None
     doc = dataclasses.replace(loaded.doc, frontmatter=fm.model_copy(update={"training": training}))

@@ -54,6 +54,7 @@ from dlm_git.versions import pinned_versions
 if TYPE_CHECKING:
     from dlm_git.layout import DocLayout
     from dlm_git.numerics.prepare import Environment, HardwareInfo
+    from dlm_git.numerics.table import DeterminismClass
     from dlm_git.train.loop import LoopResult
     from dlm_git.train.pipeline import TokenizeResult
 
@@ -85,7 +86,7 @@ def build_lock(
     resolved: ResolvedBase,
     hw: HardwareInfo,
     flags: dict[str, Any],
-    klass: str,
+    klass: DeterminismClass,
     accept_license: bool,
     nproc: int = 1,
     max_steps: int | None = None,

@@ -204,7 +204,7 @@ def test_installed_checks_the_running_dlm_git_against_the_wheel(
 
 
 SHADOW = b"\nimport sys as _sys\n_sys.stderr.write('shadowed\\n')\n"
-"""What an attacker appends to dlm_git/plugins.py's source: it runs on every dlm-git start."""
+"""What an attacker appends to dlm_git/errors.py's source: it runs on every dlm-git start."""
 
 
 def _swapped_pyc(source: Path, payload: bytes, tag_opt: str = "") -> bytes:
@@ -229,7 +229,7 @@ def test_installed_refuses_links_special_files_and_foreign_bytecode(
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
     run_cmd([*pip, str(dist / WHEEL)], tmp_path, check=True)
     package, tag = target / "dlm_git", sys.implementation.cache_tag
-    cache = package / "__pycache__" / f"plugins.{tag}.pyc"
+    cache = package / "__pycache__" / f"errors.{tag}.pyc"
     assert cache.is_file()  # pip compiled the package at install
     argv = [sys.executable, "-m", "dlm_git", "self-verify", "--installed", str(dist / WHEEL)]
     argv += ["--key", pub(keys, "alice")]
@@ -244,28 +244,24 @@ def test_installed_refuses_links_special_files_and_foreign_bytecode(
     ok = run_cmd(argv, tmp_path, PYTHONPATH=str(target))
     assert ok.code == 0 and ": VERIFIED sha256 " in ok.stdout, ok.stdout + ok.stderr
 
-    source = (package / "plugins.py").read_bytes()
+    source = (package / "errors.py").read_bytes()
     honest = cache.read_bytes()
-    cache.write_bytes(_swapped_pyc(package / "plugins.py", source + SHADOW))
-    ran = run_cmd(
-        [sys.executable, "-c", "import dlm_git.plugins"], tmp_path, PYTHONPATH=str(target)
-    )
+    cache.write_bytes(_swapped_pyc(package / "errors.py", source + SHADOW))
+    ran = run_cmd([sys.executable, "-c", "import dlm_git.errors"], tmp_path, PYTHONPATH=str(target))
     assert ran.stderr == "shadowed\n"  # the hole is real: import ran the swapped bytecode
     fails_with(
-        f"dlm_git/__pycache__/plugins.{tag}.pyc is not the compiled source (its code differs)"
+        f"dlm_git/__pycache__/errors.{tag}.pyc is not the compiled source (its code differs)"
     )
     cache.write_bytes(honest)
 
-    shadow = tmp_path / "shadow" / "plugins"
+    shadow = tmp_path / "shadow" / "errors"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_bytes(source + SHADOW)
-    os.symlink(shadow, package / "plugins")
-    ran = run_cmd(
-        [sys.executable, "-c", "import dlm_git.plugins"], tmp_path, PYTHONPATH=str(target)
-    )
-    assert ran.stderr == "shadowed\n"  # a package directory comes before plugins.py
-    fails_with("dlm_git/plugins is a symbolic link")
-    os.unlink(package / "plugins")
+    os.symlink(shadow, package / "errors")
+    ran = run_cmd([sys.executable, "-c", "import dlm_git.errors"], tmp_path, PYTHONPATH=str(target))
+    assert ran.stderr == "shadowed\n"  # a package directory comes before errors.py
+    fails_with("dlm_git/errors is a symbolic link")
+    os.unlink(package / "errors")
 
     (package / "py.typed").unlink()
     os.mkfifo(package / "py.typed")
@@ -273,12 +269,12 @@ def test_installed_refuses_links_special_files_and_foreign_bytecode(
     os.unlink(package / "py.typed")
     (package / "py.typed").write_bytes(b"")
 
-    (package / "__pycache__" / "plugins.cpython-99.pyc").write_bytes(honest)
+    (package / "__pycache__" / "errors.cpython-99.pyc").write_bytes(honest)
     fails_with(
-        "dlm_git/__pycache__/plugins.cpython-99.pyc is bytecode of another interpreter "
+        "dlm_git/__pycache__/errors.cpython-99.pyc is bytecode of another interpreter "
         "(cpython-99): it cannot be checked here"
     )
-    (package / "__pycache__" / "plugins.cpython-99.pyc").unlink()
+    (package / "__pycache__" / "errors.cpython-99.pyc").unlink()
     (package / "__pycache__" / f"gone.{tag}.pyc").write_bytes(honest)
     fails_with(f"dlm_git/__pycache__/gone.{tag}.pyc is bytecode of no source in the release")
 

@@ -13,9 +13,9 @@ helper (`tests.support.cli.imports_of`, `HEAVY`).
 
 No command's parse path imports typer or pydantic (the parser is plain click,
 `dlm_git.clidecl`): not its `--help`, and not `log --json`, `diff` or `verify` (hash level)
-run on a committed repository up to where they read documents. pydantic loads where a
-command builds a document's model (`show`, `verify` and `diff` on a commit with
-documents: `dlm_git.doc.parser`), never to read the command line.
+run on a committed repository. Nor does reading a document: its frontmatter, its lock and
+its manifest are `dlm_git.validated` records, so `show`, `diff` and `verify` on commits
+holding a document load no pydantic either.
 """
 
 from __future__ import annotations
@@ -25,8 +25,12 @@ from pathlib import Path
 import pytest
 
 from dlm_git.cli import COMMANDS
+from dlm_git.hashing import canonical_json
 from tests.support.cli import imports_of
+from tests.support.docs import DLM_ID, write_doc
 from tests.support.gitrepo import commit_all, init_repo
+from tests.support.models_corpus import BASE_MANIFEST
+from tests.support.records import lock_record
 
 FRAMEWORKS = ("typer", "pydantic")
 """What reading the command line once cost, before the CLI moved to plain click."""
@@ -61,4 +65,25 @@ def test_the_commands_people_wait_for_start_without_typer_or_pydantic(
     commit_all(repo, "a commit without documents")
     run = imports_of(repo, *args)
     assert run.code in (0, 1), run.stdout  # verify: no documents to verify is a failure
+    assert sorted(set(FRAMEWORKS) & run.modules) == [], f"dlm-git {' '.join(args)}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["show", "d00"], ["diff", "HEAD~1", "HEAD"], ["verify", "HEAD", "--level", "hash"]],
+)
+def test_reading_a_document_loads_no_pydantic(args: list[str], tmp_path: Path) -> None:
+    """A document with a lock and a manifest that parse (so verify reads the document
+    too, though neither binds it: verify fails), in two commits."""
+    repo = init_repo(tmp_path / "repo")
+    write_doc(repo / "d00", "::instruction::\n### Q\nWhat?\n### A\nThis.\n")
+    (repo / "d00" / "dlm.lock").write_bytes(canonical_json(lock_record(dlm_id=DLM_ID)))
+    manifest = {**BASE_MANIFEST, "dlm_id": DLM_ID}
+    (repo / "d00" / "manifest.json").write_bytes(canonical_json(manifest))
+    commit_all(repo, "a document")
+    write_doc(repo / "d00", "Some prose.\n", frontmatter="training:\n  lora_r: 4\n")
+    commit_all(repo, "the document edited")
+    run = imports_of(repo, *args)
+    assert run.code in (0, 1), run.stdout  # verify: records that bind nothing fail
+    assert "dlm_git.doc.parser" in run.modules, f"dlm-git {' '.join(args)} read no document"
     assert sorted(set(FRAMEWORKS) & run.modules) == [], f"dlm-git {' '.join(args)}"
