@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any, Protocol, TypeVar, overload
 
 import yaml
@@ -105,9 +106,29 @@ def _walk_events(parser: Any, limit: int) -> None:
             )
 
 
-class _UniqueKeyLoader(LOADER):  # type: ignore[misc]
-    """The safe loader (libyaml's parser when available: several times faster), refusing
-    a mapping with the same key twice."""
+class _Loader(LOADER):  # type: ignore[misc]
+    """The safe loader (libyaml's parser when available: several times faster), with an
+    integer of more digits than Python converts from text (`sys.get_int_max_str_digits`)
+    a `ConstructorError` at its mark, as every other value it cannot build is."""
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        try:
+            value: int = super().construct_yaml_int(node)
+        except ValueError:  # CPython's int-from-text limit, raised bare by PyYAML
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"integer of more than {sys.get_int_max_str_digits()} digits",
+                node.start_mark,
+            ) from None
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+class _UniqueKeyLoader(_Loader):
+    """The safe loader, refusing a mapping with the same key twice."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -126,7 +147,7 @@ def load_yaml(text: str, *, unique_keys: bool = False) -> Any:
     """The YAML document `text` as plain data (a safe loader), after `check_yaml_bounds`.
     `unique_keys`: a mapping with a key twice is a `yaml.YAMLError` (with its mark)."""
     check_yaml_bounds(text)
-    loader = _UniqueKeyLoader if unique_keys else LOADER
+    loader = _UniqueKeyLoader if unique_keys else _Loader
     return yaml.load(text, Loader=loader)  # noqa: S506 (safe loaders only)
 
 

@@ -86,6 +86,19 @@ def test_yaml_keys_twice_are_refused_with_their_line_when_asked() -> None:
     assert caught.value.problem_mark.line == 2
 
 
+@pytest.mark.parametrize("unique_keys", [False, True])
+def test_an_integer_too_long_for_python_is_a_yaml_error_at_its_mark(unique_keys: bool) -> None:
+    """PyYAML raises CPython's bare `ValueError` for an integer of more than 4300 digits
+    (`sys.get_int_max_str_digits`): every reader's YAML-error handling must see it."""
+    text = "seed: 1\nmax_steps: " + "9" * 4301 + "\n"
+    with pytest.raises(yaml.YAMLError) as caught:
+        safeparse.load_yaml(text, unique_keys=unique_keys)
+    assert "integer of more than 4300 digits" in str(caught.value)
+    assert (caught.value.problem_mark.line, caught.value.problem_mark.column) == (1, 11)
+    assert safeparse.load_yaml("n: " + "9" * 4300 + "\n") == {"n": int("9" * 4300)}
+    assert safeparse.load_yaml("n: 0x" + "f" * 5000 + "\n")["n"] == 16**5000 - 1
+
+
 def test_composing_and_round_trip_reads_are_bounded_too() -> None:
     from ruamel.yaml import YAML
 
