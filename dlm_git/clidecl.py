@@ -120,7 +120,11 @@ class _Path(click.ParamType[Path, Any]):
     name = "path"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
-        return value if isinstance(value, Path) else Path(value)
+        if isinstance(value, Path):
+            return value
+        if value == "":  # Path("") is "." : a file or directory nobody named
+            self.fail("an empty path names nothing", param, ctx)
+        return Path(value)
 
 
 class _Str(click.ParamType[str, Any]):

@@ -55,6 +55,24 @@ def test_a_repeatable_option_is_a_list_of_paths_or_none() -> None:
     assert received(["sign"])["doc"] == (type(None), None)
 
 
+@pytest.mark.parametrize(
+    ("words", "shown"),
+    [
+        (["verify", "--report", ""], "'--report'"),
+        (["show", ""], "'DOC'"),
+        (["sign", "--doc", "a", "--doc", ""], "'--doc'"),
+    ],
+)
+def test_an_empty_path_is_misuse_not_the_working_directory(words: list[str], shown: str) -> None:
+    """`Path("")` is `.`: an empty argument would have written a report to, or read a
+    document from, a place nobody named."""
+    with pytest.raises(click.BadParameter) as caught:
+        received(words)
+    assert (
+        caught.value.format_message() == f"Invalid value for {shown}: an empty path names nothing"
+    )
+
+
 def test_optional_arguments_not_given_are_none() -> None:
     found = received(["diff"])
     assert (found["a"], found["b"], found["doc"]) == ((type(None), None),) * 3
