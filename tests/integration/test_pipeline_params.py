@@ -4,8 +4,11 @@
 refused in one line, `docs.<doc>.lock_mode` touches one document's stage, and the metrics
 file holds no `final_loss_hex`.
 
-One repository (`dlm-git init --doc a`, `--doc b`, `dvc repro`, commit) per module; every
-test starts from that commit and puts it back afterwards.
+One repository (`dlm-git init --doc a`, `--doc b`, each starter trained for 2 steps by
+`dvc repro`, commit) per module; every test starts from that commit and puts it back
+afterwards. What is checked here is which document's stages run and what they record, never
+how long a training is: 2 steps make every training here (the build, the experiment, the
+replays) cost its process start and little more.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.docs import set_training
 from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
 
@@ -58,6 +62,8 @@ def committed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     init_repo(repo)
     for doc in (A, B):
         ok(run(repo, "-m", "dlm_git", "init", "--doc", doc, "--no-hooks"))
+        dlm = repo / doc / f"{doc}.dlm"
+        dlm.write_text(set_training(dlm.read_text("utf-8"), max_steps=2), "utf-8")
     ok(dvc(repo, "repro"))
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "two documents, trained")
