@@ -29,9 +29,8 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -79,8 +78,7 @@ def check_relpath(value: object, where: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class DvcOut:
+class DvcOut(NamedTuple):
     stage: str
     path: str
     md5: str
@@ -289,8 +287,7 @@ def find_out_in(data: bytes, path: str) -> DvcOut | None:
     return find_out(parse_dvc_lock(data), path)
 
 
-@dataclass(frozen=True)
-class CacheLocation:
+class CacheLocation(NamedTuple):
     path: Path
     named_by: str | None
     """The file (`CONFIG_FILES`) whose `cache.dir` names it; None for DVC's default."""

@@ -17,11 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class RegistryEntry:
+class RegistryEntry(NamedTuple):
     repo_id: str
     revision: str | None
     license: str

@@ -21,7 +21,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
 from dlm_git.base.spec import REV_RE, BaseSpec, parse_base_spec
@@ -58,8 +58,7 @@ TOKENIZER_FILES = (
 CONFIG_FILE = "config.json"
 
 
-@dataclass(frozen=True)
-class BaseIdentity:
+class BaseIdentity(NamedTuple):
     revision: str | None
     tensor_root: str
     tokenizer_sha256: str
@@ -68,8 +67,7 @@ class BaseIdentity:
     """sha256 of `config.json` (None: the base has none)."""
 
 
-@dataclass(frozen=True)
-class LocatedBase:
+class LocatedBase(NamedTuple):
     spec: BaseSpec
     path: Path | None
     """Where the weights are (or would be built, for builtin); None if unknown."""

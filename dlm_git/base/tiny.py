@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +74,8 @@ INIT_SEED = 20241121
 
 
 def corpus_text() -> str:
+    from importlib import resources  # only a build or a spec reads the corpus
+
     return resources.files("dlm_git.base").joinpath("data/tiny_corpus.txt").read_text("utf-8")
 
 

@@ -10,9 +10,8 @@ record naming dlm-git's code would drift with every change of that code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 from dlm_git.clidecl import Argument, Exit, Option
 from dlm_git.errors import DlmGitError, UsageError
@@ -89,8 +88,7 @@ _Remote = Annotated[
 _AsJson = Annotated[bool, Option("--json", help="Machine-readable output.")]
 
 
-@dataclass(frozen=True)
-class Asked:
+class Asked(NamedTuple):
     """The level asked for (`name`) and what a replay or segments level takes."""
 
     name: str

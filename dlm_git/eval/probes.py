@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dlm_git.doc.sections import Section
 
@@ -22,8 +22,7 @@ PROBE_SAMPLE = 3
 """How many probes an evaluation asks at most (the original tool's `k`)."""
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     """One question to answer greedily, with its section and reference answer."""
 
     section: Section

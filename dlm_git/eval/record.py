@@ -18,9 +18,8 @@ Invariants:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes
@@ -39,8 +38,7 @@ class EvalError(DlmGitError):
     """An evaluation cannot be made or recorded; nothing was written."""
 
 
-@dataclass(frozen=True)
-class LossSum:
+class LossSum(NamedTuple):
     """Summed token losses of some rows: the negative log-likelihood, in float64."""
 
     nll: float

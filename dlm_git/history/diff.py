@@ -27,7 +27,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from dlm_git.docat import DocAt, TreeAt, prefix_of
 from dlm_git.history.records import json_object, recorded_adapter_sha
@@ -46,15 +46,13 @@ if TYPE_CHECKING:
 Status = Literal["added", "removed", "changed", "unchanged"]
 
 
-@dataclass(frozen=True)
-class SectionRef:
+class SectionRef(NamedTuple):
     id: str
     type: str
     first_line: str
 
 
-@dataclass(frozen=True)
-class SectionEdit:
+class SectionEdit(NamedTuple):
     type: str
     first_line: str
     from_id: str

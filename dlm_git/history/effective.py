@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 FACTORS = {"lora_A": "A", "lora_B": "B", "lora_embedding_A": "A", "lora_embedding_B": "B"}
 BLOCK_ELEMENTS = 1 << 22
@@ -30,8 +29,7 @@ BLOCK_ELEMENTS = 1 << 22
 NOT_SUPPORTED = ("rank_pattern", "alpha_pattern")
 
 
-@dataclass(frozen=True)
-class GroupDelta:
+class GroupDelta(NamedTuple):
     group: str
     rel_l2: float | None
     """None: no module of the group is comparable."""
@@ -40,14 +38,12 @@ class GroupDelta:
     not_comparable: int = 0
 
 
-@dataclass(frozen=True)
-class NotComparable:
+class NotComparable(NamedTuple):
     module: str
     reason: str
 
 
-@dataclass(frozen=True)
-class Effective:
+class Effective(NamedTuple):
     modules: list[GroupDelta]
     layers: list[GroupDelta]
     not_comparable: list[NotComparable]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dlm_git import gitio
 from dlm_git.contract.signature import Signature
@@ -51,8 +51,7 @@ BEFORE = (LOCK_NAME, MANIFEST_NAME, EVAL_NAME)
 """The records an entry is compared with at its first parent."""
 
 
-@dataclass(frozen=True)
-class Acceptance:
+class Acceptance(NamedTuple):
     supersedes: str
     chained: bool
     """True when `supersedes` is the sha256 of the lock this commit replaced."""
@@ -82,8 +81,7 @@ class LogEntry:
     problems: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Lineage:
+class Lineage(NamedTuple):
     entries: list[LogEntry]
     """Newest first, at most the `limit` asked for."""
     total: int

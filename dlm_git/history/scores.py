@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from dlm_git.eval.record import EVAL_VERSION, MODES
 from dlm_git.history.records import json_object
@@ -32,22 +32,19 @@ class Malformed(ValueError):
     """What is wrong with a record (one line)."""
 
 
-@dataclass(frozen=True)
-class Loss:
+class Loss(NamedTuple):
     loss: float
     perplexity: float
 
 
-@dataclass(frozen=True)
-class ProbeScore:
+class ProbeScore(NamedTuple):
     section_id: str
     question: str
     generated: str
     exact_match: bool
 
 
-@dataclass(frozen=True)
-class Scores:
+class Scores(NamedTuple):
     """One `eval.json`, as far as a comparison reads it."""
 
     val: dict[str, Loss | None] | None
@@ -63,8 +60,7 @@ class Scores:
         return sum(1 for p in self.probes if p.exact_match)
 
 
-@dataclass(frozen=True)
-class Side:
+class Side(NamedTuple):
     state: State
     scores: Scores | None = None
     problem: str | None = None
@@ -182,8 +178,7 @@ def _short(value: object) -> str:
 # --------------------------------------------------------------------------- changes
 
 
-@dataclass(frozen=True)
-class Move:
+class Move(NamedTuple):
     """A number on each side (None: that side has none)."""
 
     old: float | None
@@ -198,16 +193,14 @@ class Move:
         return change if math.isfinite(change) else None
 
 
-@dataclass(frozen=True)
-class ValMove:
+class ValMove(NamedTuple):
     key: str
     """`overall` or a mode."""
     loss: Move
     perplexity: Move
 
 
-@dataclass(frozen=True)
-class ProbeMove:
+class ProbeMove(NamedTuple):
     section_id: str
     question: str
     status: ProbeStatus
@@ -216,8 +209,7 @@ class ProbeMove:
     """None unless the probe is on both sides."""
 
 
-@dataclass(frozen=True)
-class TaskMove:
+class TaskMove(NamedTuple):
     task: str
     metric: str
     value: Move
@@ -327,8 +319,7 @@ def stale_note(scored: str | None, recorded: str | None) -> str | None:
 # --------------------------------------------------------------------------- headline
 
 
-@dataclass(frozen=True)
-class Headline:
+class Headline(NamedTuple):
     """What `log` shows of an entry's `eval.json`: val overall loss, probes matched."""
 
     state: State

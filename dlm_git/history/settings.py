@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from dlm_git.errors import DlmGitError
 
@@ -36,8 +35,7 @@ TRAINING = "training."
 """The prefix of a training setting's key (`training.lora_r`); others are the document's."""
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     key: str
     old: Any
     new: Any
@@ -45,8 +43,7 @@ class Change:
     """Where each side sets the value (None: the side has no such setting)."""
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """A side's settings, flattened (`training.optimizer.name`), each with its origin."""
 
     values: dict[str, Any]

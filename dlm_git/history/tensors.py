@@ -4,6 +4,9 @@ Invariants:
 - Weights are read through dlm-git's strict safetensors header parser (a malformed file is
   a reason, not a crash) and numpy; no torch, no safetensors library. bf16 is widened to
   fp32 exactly; every comparison is computed in float64.
+- numpy is imported when the first weights are read, with OpenBLAS's idle threads set to
+  sleep at once (`BLAS_IDLE`, unless the environment sets it): what a thread does while
+  idle changes no number, and a short diff no longer pays for spinning threads.
 - Per tensor: relative L2 = ||b - a|| / ||a|| (||b|| / 0 is inf unless both are zero) and
   the largest absolute element difference. A tensor present on one side only, or with
   another shape or dtype, is named as such and not compared.
@@ -14,9 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dlm_git.fsutil import MAX_RECORD_BYTES, NotRegularFile, open_regular, read_regular
 from dlm_git.history.effective import GroupDelta as GroupDelta
@@ -28,17 +32,18 @@ from dlm_git.safeparse import load_json
 from dlm_git.safetensors_header import SafetensorsFormatError, open_header
 
 NUMPY_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+BLAS_IDLE = ("OPENBLAS_THREAD_TIMEOUT", "4")
+"""How long numpy's OpenBLAS threads spin idle before they sleep (2^4 cycles; its default,
+2^28, about 0.1 s per thread: more CPU than a small adapter's whole diff)."""
 
 
-@dataclass(frozen=True)
-class TensorDelta:
+class TensorDelta(NamedTuple):
     name: str
     rel_l2: float
     max_abs: float
 
 
-@dataclass(frozen=True)
-class AdapterDelta:
+class AdapterDelta(NamedTuple):
     tensors: list[TensorDelta]
     """Compared tensors, the largest relative change first."""
     added: list[str]
@@ -54,6 +59,7 @@ class AdapterDelta:
 
 def read_tensors(path: Path) -> dict[str, Any] | str:
     """name -> float64 array, or why the file cannot be read."""
+    _import_numpy()
     import numpy as np
 
     try:
@@ -74,6 +80,24 @@ def read_tensors(path: Path) -> dict[str, Any] | str:
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
         out[spec.name] = raw.astype(np.float64).reshape(spec.shape)
     return out
+
+
+def _import_numpy() -> None:
+    """numpy, its OpenBLAS threads made to sleep as soon as they are idle (`BLAS_IDLE`;
+    read once, when the library loads): only how an idle thread waits changes, never how
+    a product is split among threads, so every number is the same. A value already set is
+    kept, and the environment is restored (no child process inherits it)."""
+    if "numpy" in sys.modules:
+        return
+    name, value = BLAS_IDLE
+    set_here = name not in os.environ
+    if set_here:
+        os.environ[name] = value
+    try:
+        import numpy  # noqa: F401
+    finally:
+        if set_here:
+            os.environ.pop(name, None)
 
 
 def read_scale(weights: Path) -> float | str:

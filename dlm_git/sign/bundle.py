@@ -21,8 +21,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from dlm_git.errors import DlmGitError
 from dlm_git.layout import (
@@ -76,8 +75,7 @@ def signed_digests(
     return out
 
 
-@dataclass(frozen=True)
-class Bundle:
+class Bundle(NamedTuple):
     key_hint: str
     payload_type: str
     payload: bytes

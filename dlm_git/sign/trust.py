@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from dlm_git import gitio
 from dlm_git.errors import UsageError
@@ -32,8 +32,7 @@ CONFIG_KEY = "dlm-git.trustedKeys"
 MAX_KEY_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
-class TrustedKey:
+class TrustedKey(NamedTuple):
     hint: str
     pem: bytes
     source: str

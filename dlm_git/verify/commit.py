@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +52,8 @@ from dlm_git.verify.hashlevel import Run, check_document
 from dlm_git.verify.report import DocReport, Verdict
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from dlm_git.verify.fetch import FetchFrom
 
 ADAPTER_ABSENT_CHECKS = ("adapter.files",)
@@ -173,13 +174,13 @@ def _verify_documents(
     params.yaml's own problems as one more report (`params`: when all were asked for)."""
     reports = []
     with _WorkDirs() as work_dirs:
-        for rel in docs:
+        for i, rel in enumerate(docs):
             fetched: list[str] = []
             if fetch:
                 from dlm_git.verify.fetch import fetch_outs
 
                 fetched = fetch_outs(run.root, tree.dvc_lock, rel, fetch, source)
-            with work_dirs.one() as work:
+            with work_dirs.one(last=i == len(docs) - 1) as work:
                 ok, detail, fix = assess(tree.params, tree.tree, rel)
                 listing = (ok, detail if ok else f"{detail} (hint: {fix})")
                 report = check_document(tree.doc(rel), work, run, None, listing)
@@ -199,29 +200,51 @@ def _verify_documents(
 class _WorkDirs:
     """A fresh temp directory for each document, removed when that document is done by a
     thread of its own: removing directories can wait on the file system's journal for
-    milliseconds each, which then overlaps with the next document's checks. Leaving the
-    block waits until every directory is gone (a removal that failed is raised)."""
+    milliseconds each, which then overlaps with the next document's checks. The last
+    document's is removed where it is done, as leaving the block would wait for it
+    anyway: a one-document verify starts no thread (nor imports `concurrent.futures`).
+    Leaving the block waits until every directory is gone (a removal that failed is
+    raised, the first in document order)."""
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1)
-        self._removals: list[Future[None]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._removals: list[Future[None] | BaseException | None] = []
 
     @contextlib.contextmanager
-    def one(self) -> Iterator[Path]:
+    def one(self, last: bool) -> Iterator[Path]:
         tmp = tempfile.TemporaryDirectory(prefix="dlm-git-verify-")
         try:
             yield Path(tmp.name)
         finally:
-            self._removals.append(self._pool.submit(tmp.cleanup))
+            self._removals.append(self._removed(tmp) if last else self._submit(tmp))
+
+    def _submit(self, tmp: tempfile.TemporaryDirectory[str]) -> Future[None]:
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1)
+        return self._pool.submit(tmp.cleanup)
+
+    @staticmethod
+    def _removed(tmp: tempfile.TemporaryDirectory[str]) -> BaseException | None:
+        try:
+            tmp.cleanup()
+        except Exception as exc:  # raised on leaving the block, as a thread's would be
+            return exc
+        return None
 
     def __enter__(self) -> _WorkDirs:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        self._pool.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
         if kind is None:
             for removal in self._removals:
-                removal.result()
+                if isinstance(removal, BaseException):
+                    raise removal
+                if removal is not None:
+                    removal.result()
 
 
 def is_params_report(report: DocReport) -> bool:

@@ -25,9 +25,8 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from dlm_git import docat, gitio
@@ -52,8 +51,7 @@ LEVEL_NAMES = {
 """Where a DVC config level's file is, as a note names it."""
 
 
-@dataclass(frozen=True)
-class FetchFrom:
+class FetchFrom(NamedTuple):
     """The remote `--fetch` uses: DVC's default remote (`name` None), or the auditor's
     remote `name` (`--remote`) with the auditor's own remote settings, which replace the
     repository config's remotes while fetching."""

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlm_git.base.spec import REV_RE
+from dlm_git.base.spec import REV_RE, parse_base_spec
 from dlm_git.errors import missing_stack_module
 from dlm_git.layout import PIPELINE_TINY_DIR
 
@@ -41,7 +41,6 @@ def locate_base_dir(
     a `dvc pull` of its outputs may have filled (found by its spec file alone, its
     weights would set the bar the base identity is judged by)."""
     from dlm_git.base.errors import BaseModelError, BaseNotAvailableError
-    from dlm_git.base.resolve import locate_base
     from dlm_git.base.tiny import (
         built_revision,
         check_tiny_dir,
@@ -51,11 +50,10 @@ def locate_base_dir(
     from dlm_git.base.tiny import tiny_dir as cached_tiny
 
     try:
-        located = locate_base(spec, doc_dir, repo_root)
-        if located.spec.registry_key is not None:
-            return _recorded_snapshot(located, revision)
-        if located.spec.kind != "builtin":
-            return located.path if located.available else None
+        if parse_base_spec(spec).kind != "builtin":
+            return _located_dir(spec, doc_dir, repo_root, revision)
+        # builtin:tiny is found by the revision its record names first: the installed
+        # libraries' spec (their package metadata) is read only when that build is not here
         work_tree = [] if build else [repo_root / PIPELINE_TINY_DIR]
         if revision is not None and TINY_REVISION_RE.match(revision):
             named = [tiny_dir] if tiny_dir is not None else []
@@ -80,6 +78,16 @@ def locate_base_dir(
             return None
     except BaseModelError:
         return None
+
+
+def _located_dir(spec: str, doc_dir: Path, repo_root: Path, revision: str | None) -> Path | None:
+    """A registry key's, a Hub snapshot's or a local directory's base (`locate_base`)."""
+    from dlm_git.base.resolve import locate_base
+
+    located = locate_base(spec, doc_dir, repo_root)
+    if located.spec.registry_key is not None:
+        return _recorded_snapshot(located, revision)
+    return located.path if located.available else None
 
 
 def _recorded_snapshot(located: LocatedBase, revision: str | None) -> Path | None:

@@ -73,6 +73,22 @@ def test_the_commands_people_wait_for_start_without_typer_or_pydantic(
     [["show", "d00"], ["diff", "HEAD~1", "HEAD"], ["verify", "HEAD", "--level", "hash"]],
 )
 def test_reading_a_document_loads_no_pydantic(args: list[str], tmp_path: Path) -> None:
+    run = imports_of(_document_in_two_commits(tmp_path), *args)
+    assert run.code in (0, 1), run.stdout  # verify: records that bind nothing fail
+    assert "dlm_git.doc.parser" in run.modules, f"dlm-git {' '.join(args)} read no document"
+    assert sorted(set(FRAMEWORKS) & run.modules) == [], f"dlm-git {' '.join(args)}"
+
+
+def test_verifying_one_document_starts_no_thread_pool(tmp_path: Path) -> None:
+    """Documents' temp directories are removed by a thread while the next document is
+    checked; the last one's is removed in place, so one document needs no pool."""
+    run = imports_of(_document_in_two_commits(tmp_path), "verify", "HEAD", "--level", "hash")
+    assert run.code == 1, run.stdout
+    assert "dlm_git.verify.hashlevel" in run.modules, "verify checked no document"
+    assert "concurrent.futures" not in run.modules
+
+
+def _document_in_two_commits(tmp_path: Path) -> Path:
     """A document with a lock and a manifest that parse (so verify reads the document
     too, though neither binds it: verify fails), in two commits."""
     repo = init_repo(tmp_path / "repo")
@@ -83,7 +99,4 @@ def test_reading_a_document_loads_no_pydantic(args: list[str], tmp_path: Path) -
     commit_all(repo, "a document")
     write_doc(repo / "d00", "Some prose.\n", frontmatter="training:\n  lora_r: 4\n")
     commit_all(repo, "the document edited")
-    run = imports_of(repo, *args)
-    assert run.code in (0, 1), run.stdout  # verify: records that bind nothing fail
-    assert "dlm_git.doc.parser" in run.modules, f"dlm-git {' '.join(args)} read no document"
-    assert sorted(set(FRAMEWORKS) & run.modules) == [], f"dlm-git {' '.join(args)}"
+    return repo
