@@ -22,6 +22,11 @@ Invariants:
   (`tests/hostile`), and every place that shows a name escapes it (`dlm_git.output`).
   Refusing them would turn an honest commit into a failed check.
 - `plain_name(name)` is the rule plus "no `/`": one file directly inside a directory.
+- `problem` first tries `_PLAIN`, one regex that only takes paths the full rule takes
+  (`_refusal`): nonempty components that do not start with `.` and hold no `~`, `:`,
+  backslash or NUL. Every refused form needs one of those (a `.git` component starts
+  with `.`, `git~1` holds `~`, a drive holds `:`, an empty component is empty), so the
+  fast path changes no verdict; any other path is judged by the full rule.
 - Nothing here touches the file system or imports anything: every layer may use it.
 """
 
@@ -47,8 +52,20 @@ _DOT_GIT = re.compile(r"(?:\.git|git~1)[. ]*(?::.*)?", re.IGNORECASE | re.DOTALL
 _DRIVE = re.compile(r"[A-Za-z]:")
 
 
+_PLAIN = re.compile(r"[^./~:\\\0][^/~:\\\0]*(?:/[^./~:\\\0][^/~:\\\0]*)*")
+"""Paths of plain components only (see the invariants): a subset of what `_refusal`
+takes, matched in one call (most names a walk meets)."""
+
+
 def problem(path: str) -> Unsafe | None:
     """Why `path` must not be joined under a directory, or None (see the invariants)."""
+    if _PLAIN.fullmatch(path):
+        return None
+    return _refusal(path)
+
+
+def _refusal(path: str) -> Unsafe | None:
+    """The full rule: why `path` is refused, or None."""
     if not path:
         return Unsafe.EMPTY
     if "\0" in path:

@@ -63,7 +63,7 @@ def encode_ids(ids: np.ndarray, width: int) -> bytes:
     return bytes(np.asarray(ids).astype(ID_DTYPES[width], copy=False).tobytes())
 
 
-def verify_checksum(data: bytes) -> memoryview:
+def verify_checksum(data: bytes | memoryview) -> memoryview:
     """The body of `data` (everything before the trailing checksum) if the checksum holds."""
     if len(data) < CHECKSUM_LEN:
         raise CorruptEntry("truncated")

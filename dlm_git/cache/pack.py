@@ -166,7 +166,7 @@ class ServedKeys(Collection[str]):
         return key == self.pack_key or key in self.pack.position
 
 
-def is_other_pack_version(data: bytes) -> bool:
+def is_other_pack_version(data: bytes | memoryview) -> bool:
     """A pack in another version's format (its magic is DLMPACK<n> with another n)."""
     return data[:7] == MAGIC[:7] and data[:8] != MAGIC
 
@@ -207,10 +207,12 @@ def encode_pack(
     return body + checksum_digest(body)
 
 
-def decode_pack(data: bytes) -> Pack:
-    """The pack's rows (arrays are views into `data`); CorruptEntry if anything is off."""
+def decode_pack(data: bytes | memoryview) -> Pack:
+    """The pack's rows (arrays are views into `data`, read-only as `data` is: the file's
+    bytes, or a read-only view of them from `store.read_large`); CorruptEntry if anything
+    is off."""
     head = len(MAGIC) + _HEAD.size + TOKENIZER_LEN + SOURCES_LEN + ROOT_LEN
-    if len(data) < head + CHECKSUM_LEN or not data.startswith(MAGIC):
+    if len(data) < head + CHECKSUM_LEN or data[: len(MAGIC)] != MAGIC:
         raise CorruptEntry("bad magic or truncated")
     n_rows, n_seqs, width, seq_len, n_tokens, ids_len = _HEAD.unpack_from(data, len(MAGIC))
     if width not in ID_DTYPES:
@@ -225,9 +227,9 @@ def decode_pack(data: bytes) -> Pack:
     sources = data[at : at + SOURCES_LEN].hex()
     root = data[at + SOURCES_LEN : head].hex()
     at = head
-    key_table = data[at : at + sizes[0]]
+    key_table = bytes(data[at : at + sizes[0]])
     at += sizes[0]
-    leaf_table = data[at : at + sizes[1]]
+    leaf_table = bytes(data[at : at + sizes[1]])
     at += sizes[1]
     counts = np.frombuffer(data, dtype="<u4", count=n_rows, offset=at)
     at += sizes[2]
@@ -235,7 +237,7 @@ def decode_pack(data: bytes) -> Pack:
     at += sizes[3]
     ids = np.frombuffer(data, dtype=ID_DTYPES[width], count=n_tokens, offset=at)
     at += n_tokens * width
-    row_ids = data[at : at + ids_len].decode("ascii", "replace").split("\n")
+    row_ids = bytes(data[at : at + ids_len]).decode("ascii", "replace").split("\n")
     lengths, masked = table["length"], table["masked"]
     if (
         row_ids.pop() != ""

@@ -210,6 +210,7 @@ def walk_directive(
         if os.path.isdir(resolved):
             candidates.extend(_walk(resolved, "", rules, prefix, skipped))
         files = _take(candidates, prefix, rules, spec, skipped)
+        del candidates  # freed while paused: the collection that resumes never walks them
     # os.walk yields directories in file-system order; the report must not depend on it
     skipped.sort(key=lambda s: s.relpath)
     return files, skipped
@@ -286,7 +287,8 @@ def _read_source(relpath: str, full: str, limit: int) -> SourceFile | str:
     crlf = data.count(b"\r\n") if has_cr else 0
     if len(data) - crlf > limit:
         return f"over max_bytes_per_file ({os.path.getsize(full)} > {limit} bytes)"
-    nul = data.find(b"\x00", 0, 2 * BINARY_SNIFF_BYTES)
+    # most files hold no NUL: one scan of the whole without bounds is cheaper to call
+    nul = data.find(b"\x00", 0, 2 * BINARY_SNIFF_BYTES) if b"\x00" in data else -1
     # its offset in the canonical form: less one byte per CRLF before it
     if nul != -1 and nul - (crlf and data.count(b"\r\n", 0, nul)) < BINARY_SNIFF_BYTES:
         return "binary (NUL byte in the first KiB)"
