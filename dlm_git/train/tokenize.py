@@ -6,10 +6,15 @@ Invariants:
   are the ids with a masked prefix (see dlm_git.token_stream).
 - A `tokens/` directory holds a `TokenStream` as safetensors + canonical JSON, never
   pickle; loading it recomputes every row's leaf and checks the stream root it records.
+- Ids are AutoTokenizer's: where `FastTokenizer.load` proves the base's Rust tokenizer
+  encodes the same (dlm_git.train.fasttok) it encodes, and a chat template in
+  tokenizer_config.json is rendered by transformers' own renderer with the same special
+  tokens; otherwise AutoTokenizer does both, as it always did.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +23,11 @@ import numpy as np
 from dlm_git.hashing import canonical_json
 from dlm_git.safeparse import dig, load_json
 from dlm_git.token_stream import IGNORE_INDEX, Sequence, TokenStream, token_stream_root
+from dlm_git.train.fasttok import FastTokenizer
 from dlm_git.train.rows import PLAIN_SYSTEM, PLAIN_TEMPLATE, Row
 
 TOKENS_FILE = "tokens.safetensors"
+CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 TOKENS_INDEX = "tokens.json"
 
 
@@ -51,8 +58,14 @@ class RowTokenizer:
                 raise ValueError(f"{self.base_path}: chat template in files but not loaded")
         return self._tok
 
+    @functools.cached_property
+    def fast(self) -> FastTokenizer | None:
+        """The base's Rust tokenizer where it encodes as `tokenizer` would (see fasttok)."""
+        return FastTokenizer.load(self.base_path)  # reads config.json as the loader's check
+
     def eos_id(self) -> int:
-        eos = self.tokenizer.eos_token_id
+        fast = self.fast
+        eos = fast.token_id("eos_token") if fast else self.tokenizer.eos_token_id
         if eos is None:
             raise ValueError("tokenizer has no eos token")
         return int(eos)
@@ -61,7 +74,34 @@ class RowTokenizer:
         return self.chat_template
 
     def _encode(self, text: str, special: bool) -> list[int]:
+        if fast := self.fast:
+            return fast.encode(text, special)
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
+        """The chat template applied to `messages`, as text (as `apply_chat_template` renders)."""
+        fast = self.fast
+        if fast is None or fast.chat_template is None or self.chat_template_file():
+            return str(
+                self.tokenizer.apply_chat_template(
+                    messages, tokenize=False, add_generation_prompt=generation_prompt
+                )
+            )
+        from transformers.utils import chat_template_utils
+
+        # what apply_chat_template calls (annotated `-> str`, it returns (texts, indices))
+        render: Any = chat_template_utils.render_jinja_template
+        rendered, _ = render(
+            conversations=[messages],
+            chat_template=fast.chat_template,
+            add_generation_prompt=generation_prompt,
+            **fast.special_tokens,
+        )
+        return str(rendered[0])
+
+    def chat_template_file(self) -> bool:
+        """Whether the template is in a file of its own (transformers' loader reads those)."""
+        return any((self.base_path / name).is_file() for name in CHAT_TEMPLATE_FILES)
 
     def tokenize(self, row: Row) -> list[Sequence]:
         if row.kind == "text":
@@ -88,12 +128,8 @@ class RowTokenizer:
             if self.system_prompt:
                 messages.append({"role": "system", "content": self.system_prompt})
             messages.append({"role": "user", "content": question})
-            prompt = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
-            full = self.tokenizer.apply_chat_template(
-                [*messages, {"role": "assistant", "content": answer}], tokenize=False
-            )
+            prompt = self._render(messages, True)
+            full = self._render([*messages, {"role": "assistant", "content": answer}], False)
             if not full.startswith(prompt):
                 raise ValueError("chat template renders the prompt inconsistently")
             completion = full[len(prompt) :]
@@ -115,9 +151,7 @@ class RowTokenizer:
 
 def has_chat_template_files(base_path: Path) -> bool:
     """Whether the base ships a chat template, decided from its files (no tokenizer load)."""
-    if (base_path / "chat_template.jinja").is_file() or (
-        base_path / "chat_template.json"
-    ).is_file():
+    if any((base_path / name).is_file() for name in CHAT_TEMPLATE_FILES):
         return True
     config = base_path / "tokenizer_config.json"
     if config.is_file():

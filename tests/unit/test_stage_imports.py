@@ -7,8 +7,9 @@ runs them. `base resolve --tiny-dir bases/tiny` in a fresh repository takes the 
 from the base cache's build (`dlm_git/base/tiny.install_tiny_dir`), byte for byte, without
 starting torch; a cache that holds anything but exactly a build's files is not copied,
 and `base build --out` builds, never copies (it is how a user checks the cache).
-`eval` refuses an untrained document before it starts the stack; `train`, `eval` itself
-(and `tokenize`, without its token cache) need the stack and are not here.
+`eval` refuses an untrained document before it starts the stack; `train` and `eval`
+itself need the stack and are not here (nor `tokenize` without its token cache, which
+needs no torch for a base `dlm_git.train.fasttok` takes: tests/unit/test_tokenize_fast_path.py).
 """
 
 from __future__ import annotations
