@@ -12,7 +12,8 @@ Invariants:
 - The same event pass counts the nodes the text expands to through its aliases (an
   alias counts every node of what it names): past `MAX_NODES` it is `TooLarge`, so a
   few hundred bytes of nested anchors can never make a comparison or a repr of the
-  result walk billions of nodes.
+  result walk billions of nodes; an alias inside the collection it names (`&a [*a]`, a
+  structure that contains itself) is `TooLarge` too: no walk of it would end.
 - The pass is skipped when the text can neither nest that deep nor hold an alias: every
   collection starts at one of `[`, `{`, `-`, `?`, `:` (fewer of those than `MAX_DEPTH`
   bound it), and an alias is written `*`.
@@ -31,6 +32,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -94,6 +96,11 @@ def _walk_events(parser: Any, limit: int) -> None:
         elif isinstance(event, yaml.ScalarEvent):
             anchor, nodes = event.anchor, 1
         elif isinstance(event, yaml.AliasEvent):
+            if any(event.anchor == inside for inside, _ in open_):
+                raise TooLarge(
+                    problem="an alias names a collection it is inside of (endless)",
+                    problem_mark=event.start_mark,
+                )
             anchor, nodes = None, sizes.get(event.anchor, 1)
         else:
             continue
@@ -107,21 +114,45 @@ def _walk_events(parser: Any, limit: int) -> None:
 
 
 class _Loader(LOADER):  # type: ignore[misc]
-    """The safe loader (libyaml's parser when available: several times faster), with an
-    integer of more digits than Python converts from text (`sys.get_int_max_str_digits`)
-    a `ConstructorError` at its mark, as every other value it cannot build is."""
+    """The safe loader (libyaml's parser when available: several times faster), where a
+    scalar it cannot build is a `ConstructorError` at the scalar's mark, never the bare
+    exception PyYAML lets through (`2024-02-30` a `ValueError`, `!!bool maybe` a
+    `KeyError`, a long sexagesimal an `OverflowError`), and an integer with more decimal
+    digits than Python turns into text (`sys.get_int_max_str_digits`: 4300, in any base
+    it is written in) is refused, since every message, dump or record that shows it would
+    fail."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, KeyError, OverflowError, TypeError, IndexError) as exc:
+            kind = str(node.tag).rsplit(":", 1)[-1]
+            reason = str(exc).split(":")[0].split(";")[0].strip("'\" ")
+            raise yaml.constructor.ConstructorError(
+                None, None, f"not a valid {kind} ({reason})", node.start_mark
+            ) from None
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        limit = sys.get_int_max_str_digits()
         try:
             value: int = super().construct_yaml_int(node)
-        except ValueError:  # CPython's int-from-text limit, raised bare by PyYAML
+        except ValueError:  # as decimal text: past the limit, or no integer at all
+            if not limit or sum(c.isdigit() for c in str(node.value)) <= limit:
+                raise
+            value = _ten_to(limit)
+        if limit and abs(value) >= _ten_to(limit):
             raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"integer of more than {sys.get_int_max_str_digits()} digits",
-                node.start_mark,
-            ) from None
+                None, None, f"integer of more than {limit} digits", node.start_mark
+            )
         return value
+
+
+@functools.cache
+def _ten_to(digits: int) -> int:
+    power: int = 10**digits
+    return power
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)

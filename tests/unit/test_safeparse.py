@@ -96,7 +96,54 @@ def test_an_integer_too_long_for_python_is_a_yaml_error_at_its_mark(unique_keys:
     assert "integer of more than 4300 digits" in str(caught.value)
     assert (caught.value.problem_mark.line, caught.value.problem_mark.column) == (1, 11)
     assert safeparse.load_yaml("n: " + "9" * 4300 + "\n") == {"n": int("9" * 4300)}
-    assert safeparse.load_yaml("n: 0x" + "f" * 5000 + "\n")["n"] == 16**5000 - 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "0x" + "f" * 3600,  # fewer hex digits, more than 4300 decimal ones: no text of it
+        "0b" + "1" * 20000,
+        "0" + "7" * 6000,
+        "1" + ":0" * 2600,
+        "!!int 1" + "_0" * 4400,
+    ],
+)
+def test_an_integer_python_cannot_print_is_refused_in_any_base(value: str) -> None:
+    with pytest.raises(yaml.YAMLError) as caught:
+        safeparse.load_yaml(f"seed: 1\nmax_steps: {value}\n")
+    assert "more than 4300 digits" in str(caught.value)
+    assert caught.value.problem_mark.line == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("2024-02-30", "not a valid timestamp (day is out of range for month)"),
+        ("2024-99-99", "not a valid timestamp (month must be in 1..12)"),
+        ("2024-01-01 25:00:00", "not a valid timestamp (hour must be in 0..23)"),
+        ("!!bool maybe", "not a valid bool (maybe)"),
+        ("!!float abc", "not a valid float (could not convert string to float)"),
+        ("!!int abc", "not a valid int (invalid literal for int() with base 10)"),
+        ("1" + ":0" * 2400 + ".5", "not a valid float (int too large to convert to float)"),
+    ],
+)
+def test_a_scalar_pyyaml_cannot_build_is_a_yaml_error_at_its_mark(value: str, problem: str) -> None:
+    """PyYAML lets these through as bare ValueError, KeyError or OverflowError: past every
+    reader's YAML-error handling (a hostile dvc.lock or params.yaml was a traceback)."""
+    for unique_keys in (False, True):
+        with pytest.raises(yaml.YAMLError) as caught:
+            safeparse.load_yaml(f"a: 1\nwhen: {value}\n", unique_keys=unique_keys)
+        assert caught.value.problem == problem
+        assert (caught.value.problem_mark.line, caught.value.problem_mark.column) == (1, 6)
+
+
+@pytest.mark.parametrize("text", ["x: &a [*a]\n", "x: &a {k: [1, *a]}\n", "x: [&b [*b]]\n"])
+def test_a_collection_that_contains_itself_is_refused(text: str) -> None:
+    """An alias inside the collection it names builds a structure no walk of which ends."""
+    for read in (safeparse.load_yaml, safeparse.compose_yaml):
+        with pytest.raises(safeparse.TooLarge, match="inside of"):
+            read(text)
+    assert safeparse.load_yaml("a: &a [1]\nb: [*a, *a]\n") == {"a": [1], "b": [[1], [1]]}
 
 
 def test_composing_and_round_trip_reads_are_bounded_too() -> None:
