@@ -30,8 +30,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, Union
 
 # --- numbers in text (the one rule, shared with `dlm_git.clidecl`) --------------------------
+#
+# pydantic-core 2.50's rule (pydantic-core/src/input/shared.rs: `str_as_int`, `clean_int_str`,
+# `strip_leading_zeros`, `strip_underscores`, `str_as_float`): the text is read as it is, and
+# if that fails, once more cleaned. Blanks are those of Rust's `str::trim` (`BLANKS`).
 
-_INTEGER = re.compile(r"([+-]?)([0-9]+(?:_[0-9]+)*)(?:\.0+)?")
 BLANKS = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
     "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -39,8 +42,17 @@ BLANKS = (
 """The blanks pydantic strips around a number (Unicode White_Space): not the separators
 \\x1c-\\x1f, which `str.strip` and `float` would also take for blanks."""
 INT_MAX_DIGITS = 4300
-"""The most significant digits an integer in text may have (CPython's default
-`sys.get_int_max_str_digits`, which pydantic kept to)."""
+"""The most digits an integer in text may have (jiter's bound, CPython's default
+`sys.get_int_max_str_digits`)."""
+_JSON_INT = re.compile(rf"-?(?:0|[1-9][0-9]{{0,{INT_MAX_DIGITS - 1}}})")
+"""An integer as jiter reads one (`NumberInt::try_from`): what either reading must be."""
+_TOO_LONG = re.compile(rf"-?[1-9][0-9]{{{INT_MAX_DIGITS}}}")
+"""Text whose first reading jiter stops as out of range, whatever follows the digits."""
+_RUST_FLOAT = re.compile(
+    r"[+-]?(?:(?i:inf|infinity|nan)|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+)
+"""Rust's `f64::from_str` syntax: ASCII digits, no blanks, no `_` (one way to match each
+text, so a long run of digits costs linear time)."""
 INT_PARSING = "Input should be a valid integer, unable to parse string as an integer"
 INT_PARSING_SIZE = "Unable to parse input string as an integer, exceeded maximum size"
 FLOAT_PARSING = "Input should be a valid number, unable to parse string as a number"
@@ -56,26 +68,75 @@ class NumberError(ValueError):
 
 
 def parse_int(text: str) -> int:
-    """An integer as pydantic read one from text: blanks around it, ASCII digits, `_`
-    between digits, a sign, a fraction of zeros (`3.00`); `NumberError` otherwise."""
-    found = _INTEGER.fullmatch(text.strip(BLANKS))
-    if found is None:
-        raise NumberError("int_parsing", INT_PARSING)
-    digits = found[2].replace("_", "").lstrip("0") or "0"
-    if len(digits) > INT_MAX_DIGITS:
+    """An integer as pydantic read one from text: the text as jiter's integer (more than
+    `INT_MAX_DIGITS` digits: `int_parsing_size`), else `_cleaned_int` of it as one;
+    `NumberError` otherwise."""
+    if _TOO_LONG.match(text):
         raise NumberError("int_parsing_size", INT_PARSING_SIZE)
-    return int(found[1] + digits)
+    for reading in (text, _cleaned_int(text)):
+        if reading is not None and _JSON_INT.fullmatch(reading):
+            return int(reading)
+    raise NumberError("int_parsing", INT_PARSING)
+
+
+def _cleaned_int(text: str) -> str | None:
+    """`clean_int_str`: blanks, a `+`, leading zeros (`_` among them), a fraction of zeros
+    and `_` between digits taken away, the `-` kept; None where nothing was taken away or
+    the text cannot be an integer (`+-`, `--`, `-+`, a leading `.` or `_` ...)."""
+    s = text.strip(BLANKS)
+    if s.startswith("+"):
+        if s.startswith("+-"):
+            return None
+        s = s[1:]
+    sign = ""
+    if s.startswith("-"):
+        if s[1:2] in ("-", "+"):
+            return None
+        sign, s = "-", s[1:]
+    rest = _without_leading_zeros(s)
+    if rest is None:
+        return None
+    whole, dot, fraction = rest.partition(".")
+    if dot and fraction and fraction.strip("0") == "":
+        rest = whole
+    joined = _without_underscores(rest)
+    if joined is not None:
+        return sign + joined
+    return None if len(rest) == len(text) else sign + rest
+
+
+def _without_leading_zeros(s: str) -> str | None:
+    """`strip_leading_zeros`: `0_00` -> `0`, `00.0` -> `0.0`, `007` -> `7`, `0-8` -> `-8`;
+    text starting with `1`-`9` or `-` as it is; None for any other start."""
+    if s[:1] and s[0] in "123456789-":
+        return s
+    if not s.startswith("0"):
+        return None
+    for i, c in enumerate(s):
+        if c in "123456789-":
+            return s[i:]
+        if c == ".":
+            return s[i - 1 :]
+        if c not in "0_":
+            return None
+    return s[-1]
+
+
+def _without_underscores(s: str) -> str | None:
+    """`strip_underscores`: `s` without its `_`, where it has some, none at either end and
+    never two together; None otherwise."""
+    if "_" not in s or "__" in s or s.startswith("_") or s.endswith("_"):
+        return None
+    return s.replace("_", "")
 
 
 def parse_float(text: str) -> float:
-    """A number as pydantic read one from text (`float`'s syntax, ASCII only, blanks
-    around it: `2e-4`, `1_000.5`, `inf`); `NumberError` otherwise."""
-    inner = text.strip(BLANKS)
-    if inner.isascii() and inner == inner.strip():
-        try:
-            return float(inner)
-        except ValueError:
-            pass
+    """A number as pydantic read one from text: Rust's float syntax (`2e-4`, `6.`, `.5`,
+    `inf`, `NaN`) with blanks around it, else the text (blanks not taken away) with
+    `_` between characters taken away (`1_000.5`, `9E_8`); `NumberError` otherwise."""
+    for reading in (text.strip(BLANKS), _without_underscores(text)):
+        if reading is not None and _RUST_FLOAT.fullmatch(reading):
+            return float(reading)
     raise NumberError("float_parsing", FLOAT_PARSING)
 
 
@@ -205,6 +266,12 @@ def _text_of(value: bytes, kind: str, message: str) -> str:
         _refuse(kind, message)
 
 
+def _in_i64(whole: float) -> bool:
+    """A whole float that pydantic turned into an int (`float_as_int`): strictly between
+    the float values of i64's bounds, so neither -2**63 nor 2**63."""
+    return -(2.0**63) < whole < 2.0**63
+
+
 def _int(value: Any) -> int:
     """An int; a bool as 0/1; a float without a fraction; text by `parse_int`."""
     if isinstance(value, int):
@@ -217,6 +284,8 @@ def _int(value: Any) -> int:
                 "int_from_float",
                 "Input should be a valid integer, got a number with a fractional part",
             )
+        if not _in_i64(value):
+            _refuse("int_parsing_size", INT_PARSING_SIZE)
         return int(value)
     if isinstance(value, bytes):
         value = _text_of(value, "int_parsing", INT_PARSING)
@@ -264,7 +333,7 @@ def _bool(value: Any) -> bool:
     """A bool; 0 and 1 (int or float); "yes"/"no", "on"/"off", "t"/"f" ... in any case."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, float) and value.is_integer() and int(value) in _I64:
+    if isinstance(value, float) and value.is_integer() and _in_i64(value):
         value = int(value)
     elif isinstance(value, bytes):
         value = _text_of(value, "bool_parsing", BOOL_PARSING)
