@@ -375,17 +375,22 @@ def _hash_data(
 ) -> None:
     """Feed the next `data_len` bytes of `fh` to `file_hash` and to `feed`: the whole-file
     hash of chunk i on a worker thread while this thread feeds chunk i to the tensors and
-    then reads chunk i+1 into the other buffer."""
+    then reads chunk i+1 into the other buffer. Data of one chunk has nothing to overlap:
+    both are fed on this thread, and no thread is started."""
     bufsize = min(chunk_size, data_len)
     if bufsize <= 0:
         return
+    from dlm_git.safetensors_header import SafetensorsFormatError
+
     views = (memoryview(bytearray(bufsize)), memoryview(bytearray(bufsize)))
     left = data_len
     which = 0
     n = _fill(fh, views[0], min(bufsize, left))
+    if n == left:  # one chunk, all of it read
+        file_hash.update(views[0][:n])
+        feed.update(views[0][:n])
+        return
     from concurrent.futures import ThreadPoolExecutor  # lazy: hooks import this module
-
-    from dlm_git.safetensors_header import SafetensorsFormatError
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         while left > 0:

@@ -318,3 +318,16 @@ def test_module_imports_no_heavy_libraries() -> None:
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_a_file_of_one_chunk_is_hashed_without_a_thread(tmp_path: Path) -> None:
+    """The worker thread overlaps hashing chunk i with reading chunk i+1: one chunk has
+    nothing to overlap (a hash-level verify of a small adapter starts no thread pool)."""
+    path = write(tmp_path / "t.safetensors", tiny_file_bytes())
+    code = (
+        "import sys; from pathlib import Path; from dlm_git.hashing import digest_safetensors;"
+        f"d = digest_safetensors(Path({str(path)!r})); print(d.file_sha256);"
+        "print('concurrent.futures' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [hashlib.sha256(path.read_bytes()).hexdigest(), "False"]
