@@ -348,8 +348,29 @@ def _bool(value: Any) -> bool:
     _refuse("bool_type", "Input should be a valid boolean")
 
 
+MAX_ANY_DEPTH = 64
+"""The deepest nesting a value of kind `Any` may have (a lock's `determinism_flags`, a
+manifest's `training_config`: a few levels): JSON parses ~1000, and a dump of a few hundred
+(this module's, `canonical_json`'s) ends in a RecursionError, where pydantic's ended in its
+serialization error. The one place these records differ from pydantic: refused at once."""
+
+
 def _any(value: Any) -> Any:
+    """Any value, at most `MAX_ANY_DEPTH` lists/dicts deep (measured without recursion)."""
+    containers = [value] if isinstance(value, _NESTED) else []
+    for _ in range(MAX_ANY_DEPTH):
+        containers = [
+            inner
+            for outer in containers
+            for inner in (outer.values() if isinstance(outer, dict) else outer)
+            if isinstance(inner, _NESTED)
+        ]
+    if containers:
+        _refuse("too_deep", f"Input should be nested at most {MAX_ANY_DEPTH} levels deep")
     return value
+
+
+_NESTED = (dict, list, tuple)
 
 
 SCALARS: dict[Any, Check] = {int: _int, float: _float, str: _str, bool: _bool, Any: _any}
