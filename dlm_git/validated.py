@@ -9,7 +9,10 @@ Invariants:
   messages, in its order (each field in declaration order, then unknown keys in input
   order). tests/golden/models holds what pydantic gave, tests/unit/test_models_golden.py
   replays it. One function per kind of value (`_int`, `_float`, `_str`, ...); numbers in
-  text are read by `parse_int` / `parse_float`, which the command line uses too.
+  text are read by `parse_int` / `parse_float`, which the command line uses too
+  (tests/unit/test_validated_numbers.py: against pydantic itself). One exception: a value
+  of kind `Any` nested deeper than `MAX_ANY_DEPTH` is refused (pydantic took it, and its
+  dump then failed).
 - Defining a record costs a walk over its class dict: its annotations (strings, under
   `from __future__ import annotations`) are evaluated into checks on its first
   validation, once per class.
