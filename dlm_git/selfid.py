@@ -36,8 +36,7 @@ Invariants:
   in that repository is written.
 - Never fails: an unreadable file is a leaf of its own, git's refusal is a null commit
   (a null `dirty` where HEAD's tree cannot be read).
-- Local and per process: computed on first use (`identity` is cached) or on a thread a
-  command starts early (`begin_identity`, `identity` waits for it), never at import,
+- Local and per process: computed on first use (`identity` is cached), never at import,
   and written into reports and this machine's remembered verdicts only, never into a
   committed record (`dlm.lock`, manifest, `verify.json`), so a change of dlm-git's code
   makes no committed record drift.
@@ -51,7 +50,6 @@ import functools
 import hashlib
 import os
 import stat
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -99,27 +97,9 @@ class Identity:
         return f"{self.name} {self.version}, digest {self.digest[:16]}, {built}"
 
 
-_begun: list[threading.Thread] = []
-"""The thread `begin_identity` started, if it did."""
-
-
-def begin_identity() -> None:
-    """Start computing `identity()` on a thread of its own, so that its file reads and git
-    children overlap the caller's work (a verify's); `identity()` waits for it. Idempotent."""
-    if not _begun:
-        _begun.append(threading.Thread(target=_identity, name="dlm-git identity", daemon=True))
-        _begun[0].start()
-
-
-def identity() -> Identity:
-    """This process's verifier (computed once: on first use, or by `begin_identity`)."""
-    if _begun:
-        _begun[0].join()
-    return _identity()
-
-
 @functools.cache
-def _identity() -> Identity:
+def identity() -> Identity:
+    """This process's verifier (computed once, on first use)."""
     return identify(PACKAGE)
 
 

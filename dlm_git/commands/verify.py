@@ -173,12 +173,9 @@ def _verify_commit(
     """The commit's reports at the hash level, then at the level asked for; remembered
     (this machine's verdicts, for `dlm-git log`) when the commit resolved."""
     from dlm_git.gitio import resolve_commit, toplevel
-    from dlm_git.selfid import begin_identity
     from dlm_git.verify.commit import verify_commit
     from dlm_git.verify.fetch import fetch_from
 
-    if asked.name == "hash":  # a replay sets its numerics' environment: no thread beside it
-        begin_identity()  # remembered with the verdicts: computed while the commit is checked
     root = toplevel(Path.cwd())
     source = fetch_from(root, fetch, remote, "verify")
     # resolved once: a branch that moves during a long replay changes nothing here

@@ -8,8 +8,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -264,17 +262,3 @@ BAD = {
 @pytest.mark.parametrize("value", list(BAD.values()), ids=list(BAD))
 def test_anything_else_is_no_identity(value: object) -> None:
     assert from_json(value) is None
-
-
-def test_an_identity_begun_on_a_thread_is_computed_once_and_waited_for() -> None:
-    """`verify` begins its identity on a thread while it checks the commit; `identity()`
-    joins that thread and returns what it computed (never a second computation)."""
-    code = (
-        "from dlm_git import selfid\n"
-        "selfid.begin_identity(); selfid.begin_identity()\n"
-        "got = selfid.identity()\n"
-        "print(got == selfid.identify(selfid.PACKAGE), selfid._identity.cache_info().misses,"
-        " len(selfid._begun), selfid._begun[0].is_alive())\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "1", "1", "False"], out.stderr
