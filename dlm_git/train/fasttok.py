@@ -50,8 +50,10 @@ GENERIC_MODEL_TYPES = frozenset({"llama", "gpt_neox"})
 tokenizer_config.json names: each is outside transformers' `MODELS_WITH_INCORRECT_HUB_
 TOKENIZER_CLASS` (for those, e.g. qwen2, it loads the model's own class, which rebuilds
 the Rust tokenizer) and not a Mistral one, so the hub class is trusted."""
-UNREAD_FILES = ("special_tokens_map.json", "added_tokens.json")
-"""Files transformers merges into the tokenizer on load: present, the fast path is off."""
+UNREAD_FILES = ("special_tokens_map.json", "added_tokens.json", "additional_chat_templates")
+"""What transformers merges into the tokenizer on load: present, the fast path is off
+(`additional_chat_templates/`: its `default.jinja` replaces tokenizer_config.json's
+template, any other name makes the templates a dict with no default)."""
 MAX_VOCAB = 100_000
 """Above this transformers may patch the pre-tokenizer's regex (`_patch_mistral_regex`)."""
 

@@ -100,7 +100,8 @@ class RowTokenizer:
         return str(rendered[0])
 
     def chat_template_file(self) -> bool:
-        """Whether the template is in a file of its own (transformers' loader reads those)."""
+        """Whether the template is in a file of its own (rendered through AutoTokenizer, as
+        transformers' loader finds it; `chat_template.json` is its older form)."""
         return any((self.base_path / name).is_file() for name in CHAT_TEMPLATE_FILES)
 
     def tokenize(self, row: Row) -> list[Sequence]:

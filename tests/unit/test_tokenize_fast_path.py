@@ -245,6 +245,31 @@ def test_a_file_transformers_merges_on_load_takes_the_autotokenizer_path(
     assert FastTokenizer.load(base) is None
 
 
+@pytest.mark.parametrize("name", ["default.jinja", "tool_use.jinja"])
+def test_additional_chat_templates_take_the_autotokenizer_path(tmp_path: Path, name: str) -> None:
+    """transformers reads `additional_chat_templates/*.jinja` on load: a `default.jinja`
+    replaces tokenizer_config.json's template (other ids for every chat row), any other
+    name leaves no default (an error). The rows are whatever AutoTokenizer makes of it."""
+    base = shutil.copytree(ensure_tiny_base(), tmp_path / "base")
+    (base / "additional_chat_templates").mkdir()
+    (base / "additional_chat_templates" / name).write_text(
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}", "utf-8"
+    )
+    assert FastTokenizer.load(base) is None
+    tokenizer, auto = RowTokenizer(base, None, 64), RowTokenizer(base, None, 64)
+    auto.__dict__["fast"] = None  # what AutoTokenizer alone makes of every row
+    rows = _rows(None, "chat_template")
+    try:
+        expected: Any = list(_sequences(auto, rows))
+    except Exception as exc:  # no default template: the same refusal either way
+        expected = type(exc)
+    try:
+        got: Any = list(_sequences(tokenizer, rows))
+    except Exception as exc:
+        got = type(exc)
+    assert got == expected
+
+
 def test_truncation_in_tokenizer_json_takes_the_autotokenizer_path(tmp_path: Path) -> None:
     base = shutil.copytree(ensure_tiny_base(), tmp_path / "base")
     path = base / "tokenizer.json"
