@@ -30,7 +30,7 @@ import typing
 from collections import deque
 from collections.abc import Callable, Iterator, KeysView, ValuesView
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, Union
+from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, TypeVar, Union
 
 # --- numbers in text (the one rule, shared with `dlm_git.clidecl`) --------------------------
 #
@@ -254,6 +254,7 @@ class After:
 
 # --- the kinds of values ----------------------------------------------------------------------
 
+T = TypeVar("T")
 Check = Callable[[Any], Any]
 _I64 = range(-(2**63), 2**63)
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
@@ -290,13 +291,8 @@ def _int(value: Any) -> int:
         if not _in_i64(value):
             _refuse("int_parsing_size", INT_PARSING_SIZE)
         return int(value)
-    if isinstance(value, bytes):
-        value = _text_of(value, "int_parsing", INT_PARSING)
-    if isinstance(value, str):
-        try:
-            return parse_int(value)
-        except NumberError as exc:
-            _refuse(exc.kind, exc.message)
+    if isinstance(value, bytes | str):
+        return _from_text(value, parse_int, "int_parsing", INT_PARSING)
     _refuse("int_type", "Input should be a valid integer")
 
 
@@ -310,13 +306,18 @@ def _float(value: Any) -> float:
         except OverflowError:
             pass
     elif isinstance(value, bytes | str):
-        if isinstance(value, bytes):
-            value = _text_of(value, "float_parsing", FLOAT_PARSING)
-        try:
-            return parse_float(value)
-        except NumberError as exc:
-            _refuse(exc.kind, exc.message)
+        return _from_text(value, parse_float, "float_parsing", FLOAT_PARSING)
     _refuse("float_type", "Input should be a valid number")
+
+
+def _from_text(value: bytes | str, parse: Callable[[str], T], kind: str, message: str) -> T:
+    """A number in text (UTF-8 bytes too) read by `parse`; refused as `kind` where the
+    bytes are no text, as `parse`'s `NumberError` says otherwise."""
+    text = _text_of(value, kind, message) if isinstance(value, bytes) else value
+    try:
+        return parse(text)
+    except NumberError as exc:
+        _refuse(exc.kind, exc.message)
 
 
 def _str(value: Any) -> str:
