@@ -38,6 +38,7 @@ class RowTokenizer:
         self.base_path = base_path
         self.system_prompt = system_prompt
         self.sequence_len = sequence_len
+        self.template_in_file = chat_template_in_file(base_path)
         self.chat_template = has_chat_template_files(base_path)
         self._tok: Any = None
 
@@ -81,7 +82,7 @@ class RowTokenizer:
     def _render(self, messages: list[dict[str, str]], generation_prompt: bool) -> str:
         """The chat template applied to `messages`, as text (as `apply_chat_template` renders)."""
         fast = self.fast
-        if fast is None or fast.chat_template is None or self.chat_template_file():
+        if fast is None or fast.chat_template is None or self.template_in_file:
             return str(
                 self.tokenizer.apply_chat_template(
                     messages, tokenize=False, add_generation_prompt=generation_prompt
@@ -98,11 +99,6 @@ class RowTokenizer:
             **fast.special_tokens,
         )
         return str(rendered[0])
-
-    def chat_template_file(self) -> bool:
-        """Whether the template is in a file of its own (rendered through AutoTokenizer, as
-        transformers' loader finds it; `chat_template.json` is its older form)."""
-        return any((self.base_path / name).is_file() for name in CHAT_TEMPLATE_FILES)
 
     def tokenize(self, row: Row) -> list[Sequence]:
         if row.kind == "text":
@@ -150,9 +146,15 @@ class RowTokenizer:
         )
 
 
+def chat_template_in_file(base_path: Path) -> bool:
+    """Whether the base's template is in a file of its own (rendered through AutoTokenizer,
+    as transformers' loader finds it; `chat_template.json` is its older form)."""
+    return any((base_path / name).is_file() for name in CHAT_TEMPLATE_FILES)
+
+
 def has_chat_template_files(base_path: Path) -> bool:
     """Whether the base ships a chat template, decided from its files (no tokenizer load)."""
-    if any((base_path / name).is_file() for name in CHAT_TEMPLATE_FILES):
+    if chat_template_in_file(base_path):
         return True
     config = base_path / "tokenizer_config.json"
     if config.is_file():
