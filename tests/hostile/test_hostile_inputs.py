@@ -123,6 +123,11 @@ DVC_LOCKS = {
     "unparseable": b"schema: '2.0'\nstages: [unclosed\n",
     "not_utf8": b"schema: '2.0'\nstages: {}\n# \xff\xfe\n",
     "scalar": b"just a string\n",
+    # values PyYAML cannot build: bare ValueError/KeyError tracebacks until 73de650
+    "bad_date": b"schema: '2.0'\nstages:\n  train@demo:\n    when: 2024-02-30\n",
+    "bad_tag": b"schema: '2.0'\nstages: !!bool maybe\n",
+    "huge_hex_int": b"schema: '2.0'\nstages:\n  n: 0x" + b"f" * 3600 + b"\n",
+    "self_alias": b"schema: '2.0'\nstages: &a [*a]\n",
 }
 
 
@@ -197,6 +202,23 @@ def test_deep_params_yaml(forge: Any) -> None:
     sha = forge.git("rev-parse", "HEAD").strip()
     pushed = hook(forge.root, "pre_push", f"refs/heads/main {sha} refs/heads/main {ZERO}\n")
     pushed.one_line_error(1, "params.yaml", "nested deeper")
+
+
+def test_params_yaml_holding_a_value_yaml_cannot_build(forge: Any) -> None:
+    """A bare ValueError traceback until 73de650: now the pipeline check fails, named."""
+    commit_file(forge, "params.yaml", b"documents: [demo]\nseed: 2024-02-30\n")
+    result = dlm_git(forge.root, "verify", "HEAD")
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    failed = [line for line in result.stdout.splitlines() if " FAIL " in line]
+    assert failed == [
+        "params.yaml              pipeline.documents   FAIL params.yaml: does not parse: not a"
+        " valid timestamp (day is out of range for month) (hint: list each document directory"
+        " under `documents:` in params.yaml)"
+    ], result.stdout
+    sha = forge.git("rev-parse", "HEAD").strip()
+    pushed = hook(forge.root, "pre_push", f"refs/heads/main {sha} refs/heads/main {ZERO}\n")
+    assert pushed.code == 1 and "Traceback" not in pushed.stderr, pushed.stderr
+    assert "push refused" in pushed.stderr and "pipeline.documents" in pushed.stderr
 
 
 STAGED = {
