@@ -47,7 +47,15 @@ from dlm_git.train.adapter import install_dir, staging_dir, sweep_stale
 from dlm_git.train.assemble import resolve_precision, run_config
 from dlm_git.train.card import CardFacts, hub_base, write_card
 from dlm_git.train.options import TrainError, TrainOptions
-from dlm_git.train.progress import MAX_RATE, Progress, checked_loss, display, outline_for
+from dlm_git.train.progress import (
+    MAX_RATE,
+    Display,
+    Progress,
+    Relay,
+    checked_loss,
+    display,
+    outline_for,
+)
 from dlm_git.train.protocol import (
     JOB,
     PEER_LOST,
@@ -65,7 +73,7 @@ if TYPE_CHECKING:
     from dlm_git.base.resolve import ResolvedBase
     from dlm_git.doc.load import LoadedDocument
     from dlm_git.numerics.prepare import Environment
-    from dlm_git.train.loop import LoopResult, ProgressFn
+    from dlm_git.train.loop import LoopResult
     from dlm_git.train.pipeline import TokenizeResult
 
 
@@ -109,14 +117,13 @@ def fit_ranks(
 
 def _display(
     loaded: LoadedDocument, tok: TokenizeResult, job: RankJob, options: TrainOptions
-) -> ProgressFn | None:
+) -> Display | Relay | None:
     """The plan line now, and what draws rank 0's progress (None: not shown here)."""
     from dlm_git.train.assemble import loop_config
 
     cfg = loop_config(job.training, job.device, job.precision, job.pad_id, job.world_size)
     plan = outline_for(str(loaded.doc.path), cfg, len(tok.sequences), tok.tokens)
-    shown = display(plan, options.quiet)
-    return None if shown is None else shown.update
+    return display(plan, options.quiet)
 
 
 def _check_ranks(loaded: LoadedDocument, device: str, options: TrainOptions) -> None:
@@ -200,10 +207,10 @@ def _rank_result(out: RankResult) -> LoopResult:
 
 
 def run_ranks(
-    job: RankJob, tokens: TokenStream, nproc: int, progress: ProgressFn | None = None
+    job: RankJob, tokens: TokenStream, nproc: int, shown: Display | Relay | None = None
 ) -> RankResult:
     """Run `nproc` ranks on `job` (see `dlm_git.train.rank`); rank 0's result record.
-    `progress` draws rank 0's steps as they come (`_watching`)."""
+    `shown` draws (or relays) rank 0's steps as they come (`_watching`)."""
     # a SIGKILLed launcher leaves its job directory (the document's tokens) behind: the
     # next launch sweeps those of dead launchers, as a train sweeps dead trains' staging
     temp = Path(tempfile.gettempdir())
@@ -215,7 +222,7 @@ def run_ranks(
         except ValueError as exc:  # a value JSON cannot carry: nothing is launched
             raise RankFailedError("train", f"the ranks' job cannot be written: {exc}") from None
         _save_tokens(job_dir / TOKENS, tokens)
-        with _watching(job_dir / PROGRESS, progress):
+        with _watching(job_dir / PROGRESS, shown):
             _launch(job_dir, nproc)
         try:
             return read_document(job_dir / RESULT, RankResult, "rank 0's result")
@@ -284,13 +291,13 @@ def _launch(job_dir: Path, nproc: int) -> None:
 
 
 @contextlib.contextmanager
-def _watching(path: Path, progress: ProgressFn | None) -> Iterator[None]:
-    """While the ranks run, rank 0's latest step (`path`) drawn by `progress`, read
+def _watching(path: Path, shown: Display | Relay | None) -> Iterator[None]:
+    """While the ranks run, rank 0's latest step (`path`) drawn by `shown`, read
     `MAX_RATE` times a second; once they have all exited 0, its last step."""
-    if progress is None:
+    if shown is None:
         yield
         return
-    watcher = _Watcher(path, progress)
+    watcher = _Watcher(path, shown)
     try:
         yield
     finally:
@@ -299,9 +306,9 @@ def _watching(path: Path, progress: ProgressFn | None) -> Iterator[None]:
 
 
 class _Watcher(threading.Thread):
-    def __init__(self, path: Path, progress: ProgressFn) -> None:
+    def __init__(self, path: Path, shown: Display | Relay) -> None:
         super().__init__(daemon=True)
-        self.path, self.progress, self.step = path, progress, 0
+        self.path, self.shown, self.step = path, shown, 0
         self.stopped = threading.Event()
         self.start()
 
@@ -317,12 +324,12 @@ class _Watcher(threading.Thread):
         """Draw rank 0's step if it is a new one (none yet, or unreadable: nothing)."""
         try:
             got = read_document(self.path, Progress, "rank 0's progress")
-            loss = checked_loss(got)
+            checked_loss(got)
         except ProtocolError:
             return
         if got.step > self.step:
             self.step = got.step
-            self.progress(got.step, got.total, loss, got.tokens)
+            self.shown.forward(got)
 
 
 AGENT_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")

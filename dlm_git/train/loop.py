@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,8 @@ class LoopResult:
     loss_tokens: int = 0
     sequences_seen: int = 0
     seconds: float = 0.0
-    """Wall time of the loop, where a caller measured it (never recorded in git)."""
+    """Wall time of this call's loop (`time.perf_counter`) from its start to the end of
+    its last step, snapshot included: the run record's span (never recorded in git)."""
 
 
 def micro_batches_per_epoch(n_sequences: int, micro_batch_size: int) -> int:
@@ -155,7 +157,8 @@ def kept_rngs() -> Iterator[None]:
 
 
 BoundaryFn = Callable[[int, "torch.nn.Module", "Trainer", "LoopResult"], None]
-ProgressFn = Callable[[int, int, float, int], None]
+ProgressFn = Callable[[int, int, float, int, float], None]
+"""(step, total, the step's loss, tokens so far, `LoopResult.seconds` so far)."""
 
 
 @dataclass
@@ -217,6 +220,7 @@ def train_loop(
     `cfg.world_size` data-parallel ranks (the result holds the sums over all of them)."""
     if not sequences:
         raise ValueError("no training sequences")
+    started = time.perf_counter()
     if trainer is None:
         from dlm_git.numerics.prepare import seed_host_rngs
 
@@ -241,12 +245,13 @@ def train_loop(
         _optimizer_step(t, mixed)
         t.cursor = _next_cursor(t.cursor, len(groups))
         _record_step(result, t.step, step_loss, counts)
-        if progress is not None:
-            with kept_rngs():
-                progress(t.step, t.total, step_loss, result.tokens)
         last = t.step == t.total
         if on_boundary is not None and boundary_every and (t.step % boundary_every == 0 or last):
             on_boundary(t.step, model, t, result)
+        result.seconds = time.perf_counter() - started  # the step and its snapshot
+        if progress is not None:
+            with kept_rngs():
+                progress(t.step, t.total, step_loss, result.tokens, result.seconds)
     return result
 
 

@@ -13,8 +13,11 @@ Invariants:
   how far it is (`dlm_git.train.launch`), which draws it the same way.
 - The progress line (step, loss, tokens/s, ETA) is rewritten in place (`\\r`, erase to the
   end of the line) at most `MAX_RATE` times a second, and always at the last step, which
-  ends it with a newline. Tokens/s and the ETA are on `time.perf_counter`, the clock the
-  run record's `train_seconds` and `wall_seconds` are measured on.
+  ends it with a newline. Tokens/s, the ETA and the time it took are on the loop's own
+  seconds (`LoopResult.seconds`, which the loop hands the progress function), the run
+  record's `train_seconds` (with `--nproc`, rank 0's: `rank0.loop_seconds`): the last
+  line's rate is the record's, and a line drawn by a parent or a launcher is on the
+  trainer's clock, never late by how long the update took to reach it.
 - Nothing here reads a random number or touches a record: the loop calls the progress
   function under `kept_rngs`, so a run on a terminal writes the piped run's records.
 - Text that came from outside (the document's path) goes out through `dlm_git.output.printable`;
@@ -81,12 +84,14 @@ def clock(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Progress:
-    """One progress update on the wire: the loss as exact float hex (it may be nan)."""
+    """One progress update on the wire: the loss as exact float hex (it may be nan), and
+    the loop's seconds so far (`LoopResult.seconds`, the trainer's clock)."""
 
     step: int
     total: int
     loss_hex: str
     tokens: int
+    seconds: float
 
     def loss(self) -> float:
         return float.fromhex(self.loss_hex)
@@ -118,21 +123,24 @@ class Display:
 
     def __init__(self, stream: TextIO, plan: Outline) -> None:
         self.stream, self.plan = stream, plan
-        self.started = time.perf_counter()
         self.throttle = Throttle()
         self.stream.write(plan.line() + "\n")
         self.stream.flush()
 
-    def update(self, step: int, total: int, loss: float, tokens: int) -> None:
+    def update(self, step: int, total: int, loss: float, tokens: int, seconds: float) -> None:
         """The loop's progress callback (`dlm_git.train.loop.ProgressFn`)."""
         if self.throttle.due(step, total):
-            self.draw(step, total, loss, tokens)
+            self.draw(step, total, loss, tokens, seconds)
 
-    def draw(self, step: int, total: int, loss: float, tokens: int) -> None:
-        """The progress line for `step` (unthrottled: a relayed update was throttled)."""
-        now = time.perf_counter()
+    def forward(self, got: Progress) -> None:
+        """An update from the process that trains, drawn on its seconds (unthrottled:
+        it was throttled where it was made)."""
+        self.draw(got.step, got.total, checked_loss(got), got.tokens, got.seconds)
+
+    def draw(self, step: int, total: int, loss: float, tokens: int, seconds: float) -> None:
+        """The progress line for `step`, `seconds` into the loop."""
         last = step >= total
-        elapsed = max(now - self.started, 1e-9)
+        elapsed = max(seconds, 1e-9)
         rate = tokens / elapsed
         tail = (
             f"{clock(elapsed)} elapsed" if last else f"ETA {clock(elapsed / step * (total - step))}"
@@ -149,9 +157,13 @@ class Relay:
         self.throttle = Throttle()
         report(plan)
 
-    def update(self, step: int, total: int, loss: float, tokens: int) -> None:
+    def update(self, step: int, total: int, loss: float, tokens: int, seconds: float) -> None:
         if self.throttle.due(step, total):
-            report(Progress(step, total, loss.hex(), tokens))
+            report(Progress(step, total, loss.hex(), tokens, seconds))
+
+    def forward(self, got: Progress) -> None:
+        """An update from the process that trains (a rank), passed on as it came."""
+        report(got)
 
 
 def shows(quiet: bool, stream: TextIO | None = None) -> bool:
@@ -192,7 +204,7 @@ class Relayed:
         elif isinstance(got, Outline):
             self.display = Display(sys.stderr, got) if self.shown else None
         elif self.display is not None:
-            self.display.draw(got.step, got.total, checked_loss(got), got.tokens)
+            self.display.forward(got)
 
 
 def checked_loss(got: Progress) -> float:
@@ -201,11 +213,12 @@ def checked_loss(got: Progress) -> float:
         loss = got.loss()
     except ValueError:
         loss = None
-    if loss is None or not 1 <= got.step <= got.total or got.tokens < 0:
+    steps_ok = 1 <= got.step <= got.total and got.tokens >= 0
+    if loss is None or not steps_ok or not 0 <= got.seconds < math.inf:
         raise ProtocolError(
             "a training's progress report",
             f"is not a progress update (step {got.step}/{got.total},"
-            f" loss {got.loss_hex[:40]!r}, {got.tokens} tokens)",
+            f" loss {got.loss_hex[:40]!r}, {got.tokens} tokens, {got.seconds!r} s)",
         )
     return loss
 

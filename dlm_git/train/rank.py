@@ -24,7 +24,6 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -118,9 +117,7 @@ def _fit_rank(
     seed_rank(training.seed, me)
     cfg = loop_config(training, env.device, job.precision, job.pad_id, me.world_size)
     tokens = _tokens(job_dir)
-    started = time.perf_counter()
     result = train_loop(model, tokens, cfg, progress=_progress(job_dir, rank), rank=me)
-    result.seconds = time.perf_counter() - started
     params = [p for p in model.parameters() if p.requires_grad]
     if not weights_agree(params, env.device):
         raise DlmGitError("train", "the ranks ended with different weights (a dlm-git bug)")
@@ -150,11 +147,13 @@ def _progress(job_dir: Path, rank: int) -> ProgressFn:
 
     throttle = Throttle()
 
-    def show(step: int, total: int, loss: float, tokens: int) -> None:
+    def show(step: int, total: int, loss: float, tokens: int, seconds: float) -> None:
         print(f"rank {rank} step {step}/{total} loss {loss:.6f} tokens {tokens}", flush=True)
         if rank == 0 and throttle.due(step, total):
             with contextlib.suppress(OSError):  # progress never stops a training
-                write_document(job_dir / PROGRESS, Progress(step, total, loss.hex(), tokens))
+                write_document(
+                    job_dir / PROGRESS, Progress(step, total, loss.hex(), tokens, seconds)
+                )
 
     return show
 

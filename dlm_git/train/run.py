@@ -219,19 +219,16 @@ def _fit_here(
 ) -> Fitted:
     """Train in this process, then install the adapter (and segment snapshots)."""
     run = build_training(loaded, resolved, env.device, tok, options.segment_every)
-    result, seconds = _fit(run, tok, options.quiet, _outline(loaded, run, tok))
+    result = _fit(run, tok, options.quiet, _outline(loaded, run, tok))
     record, segments = _install_adapter(run, loaded.layout, card)
     facts = {"snapshot_seconds": round(run.segments.seconds, 3)} if run.segments else {}
-    return Fitted(run.config, result, record, segments, seconds, facts)
+    return Fitted(run.config, result, record, segments, result.seconds, facts)
 
 
-def _fit(
-    run: TrainingRun, tok: TokenizeResult, quiet: bool, plan: Outline
-) -> tuple[LoopResult, float]:
+def _fit(run: TrainingRun, tok: TokenizeResult, quiet: bool, plan: Outline) -> LoopResult:
     from dlm_git.train.loop import train_loop
 
     boundary = run.segments.on_boundary if run.segments is not None else None
-    started = time.perf_counter()
     try:
         with _progress_bar(quiet, plan) as update:
             result = train_loop(
@@ -246,7 +243,7 @@ def _fit(
         if run.segments is not None:
             run.segments.abort()
         raise
-    return result, time.perf_counter() - started
+    return result
 
 
 def _install_adapter(

@@ -11,6 +11,7 @@ reporting its steps. Real trainings on a real pseudo-terminal (`tests/support/te
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -53,6 +54,13 @@ def train_on_ranks(repo: Path, *, after_torch: bool) -> list[str]:
     return [*head, "train", "demo", *DEVICE_ARGS, "-q", "--threads", "1", "--nproc", "2"]
 
 
+def last_rate(screen: str) -> int:
+    """The tokens/s of the last progress line."""
+    last = LINE.match(screen.split(PROGRESS)[-1])
+    assert last is not None, screen[-3000:]
+    return int(last[4].replace(",", ""))
+
+
 def steps_shown(screen: str) -> list[int]:
     parts = screen.split(PROGRESS)[1:]
     return [int(m[1]) for part in parts if (m := LINE.match(part)) is not None]
@@ -70,6 +78,9 @@ def test_a_training_child_shows_plan_and_progress_on_the_users_terminal(
     assert screen.split(PROGRESS)[-1].split("\n")[0].endswith("elapsed\r")  # ended, one line
     assert screen.count(IGNORED) == 1, screen[-3000:]
     assert "Traceback" not in screen
+    # on the child's clock, not this process's: the last line's rate is the record's
+    record = json.loads((repo / "demo" / "run.json").read_text())
+    assert abs(last_rate(screen) - record["tokens_per_second"]) <= 0.55, record
 
 
 def test_no_progress_from_a_training_child_with_no_progress(
@@ -137,3 +148,8 @@ def test_rank_0s_progress_is_drawn_by_its_launcher(
     assert shown and shown == sorted(set(shown)) and shown[-1] == STEPS, screen[-3000:]
     assert screen.split(PROGRESS)[-1].split("\n")[0].endswith("elapsed\r")
     assert screen.count(IGNORED) == 1 and "Traceback" not in screen, screen[-3000:]
+    # on rank 0's loop seconds (the record's `rank0.loop_seconds`), not the launcher's
+    record = json.loads((repo / "demo" / "run.json").read_text())
+    tokens = json.loads((repo / "demo" / "metrics.json").read_text())["tokens_trained"]
+    rate = tokens / record["rank0"]["loop_seconds"]
+    assert last_rate(screen) == pytest.approx(rate, rel=0.01), (tokens, record)

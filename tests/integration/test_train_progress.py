@@ -1,8 +1,9 @@
 """What a long training shows on a terminal: a plan line, then one progress line (step,
 loss, tokens/s, ETA) rewritten in place, at most 4 times a second, ending at the last
-step; under `dvc repro` too, whose stage command passes `--quiet`. Real trainings on a
-real pseudo-terminal (`tests/support/terminal.py`); nothing is shown in a pipe
-(`tests/integration/test_train_terminal.py` checks that, and that no record changes).
+step, whose rate is the run record's; under `dvc repro` too, whose stage command passes
+`--quiet`. Real trainings on a real pseudo-terminal (`tests/support/terminal.py`);
+nothing is shown in a pipe (`tests/integration/test_train_terminal.py` checks that, and
+that no record changes).
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def test_plan_and_progress_on_a_terminal(tmp_path: Path, base_cache: Path) -> No
     record = json.loads((repo / "demo" / "run.json").read_text())
     # throttled: no more lines than 4 a second over the training, plus the last step's
     assert len(shown) <= math.ceil(record["train_seconds"] * MAX_RATE) + 1, len(shown)
-    # tokens/s on the run record's clock: the last line's rate is the recorded one
+    # tokens/s on the loop's own seconds, the record's: the last line's rate is the
+    # recorded one, however loaded the machine (only the rounding differs)
     rate = int(shown[-1][4].replace(",", ""))
-    assert rate == pytest.approx(record["tokens_per_second"], rel=0.1)
+    assert abs(rate - record["tokens_per_second"]) <= 0.55, (rate, record)
     assert "adapter sha256" not in screen  # --quiet: no summary
 
 

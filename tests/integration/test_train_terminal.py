@@ -151,7 +151,7 @@ def test_a_progress_path_that_draws_from_every_rng_changes_no_record(
 
     calls: list[int] = []
 
-    def draw(step: int, total: int, loss: float, tokens: int) -> None:
+    def draw(step: int, total: int, loss: float, tokens: int, seconds: float) -> None:
         calls.append(step)
         random.getrandbits(24)
         np.random.rand()

@@ -4,9 +4,10 @@
 The first run tokenizes every row of a document over a generated corpus, and imports
 the tokenizer to do it (`tokenizers`; transformers' template renderer too where a row is
 an instruction section of a base with a chat template, as here; torch never for a base
-`dlm_git.train.fasttok` takes: tests/unit/test_tokenize_fast_path.py); the second finds every row in the cache and imports none
-of it (no torch, transformers, tokenizers, chat-template engine, peft or DVC): it reads
-the document's pack and writes `tokens/` with numpy and safetensors alone.
+`dlm_git.train.fasttok` takes: tests/unit/test_tokenize_fast_path.py); the second finds
+every row in the cache and imports none of it (no torch, transformers, tokenizers,
+chat-template engine, peft or DVC): it reads the document's pack and writes `tokens/`
+with numpy and safetensors alone.
 """
 
 from __future__ import annotations
