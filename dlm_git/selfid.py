@@ -29,7 +29,8 @@ Invariants:
   index): the files on disk are clean when they are exactly HEAD's tree `dlm_git/`'s
   covered paths (`head_blobs`) and each one's bytes have that entry's git object id
   (computed here from the bytes on disk, SHA-1 or SHA-256 as the repository names
-  objects: the `commit` itself is such a name, so this trusts nothing it does not). A
+  objects: the `commit` itself is such a name, so this trusts nothing it does not),
+  and of the bytes the digest covers (each file is read once, `package_contents`). A
   link (mode 120000) is a blob of the link's text, so a committed link the disk follows
   is dirty; a submodule, or what is no readable regular file on disk, is dirty. Only
   read-only git commands run there (`rev-parse`, `ls-tree`): no lock is taken, nothing
@@ -103,20 +104,31 @@ def identity() -> Identity:
     return identify(PACKAGE)
 
 
+Contents = dict[bytes, bytes | None]
+"""Each covered file's bytes by its relative path (`package_files`), None for what is no
+readable regular file: read once, so the digest and `dirty` judge the same bytes."""
+
+
 def identify(package: Path) -> Identity:
     """The identity of the package directory `package` (named `dlm_git`)."""
-    files = package_files(package)
-    digest, count = package_digest(package, files)
-    commit, dirty = checkout_state(package, files)
+    contents = package_contents(package)
+    digest, count = package_digest(package, contents)
+    commit, dirty = checkout_state(package, contents)
     return Identity(__version__, digest, count, commit, dirty)
 
 
-def package_digest(package: Path, files: list[bytes] | None = None) -> tuple[str, int]:
-    """(the Merkle root of the module invariant, the number of files it covers); `files`:
-    `package_files(package)`, listed when not given."""
-    listed = package_files(package) if files is None else files
-    leaves = [_leaf(package, rel) for rel in listed]
+def package_digest(package: Path, contents: Contents | None = None) -> tuple[str, int]:
+    """(the Merkle root of the module invariant, the number of files it covers); `contents`:
+    `package_contents(package)`, read when not given."""
+    read = package_contents(package) if contents is None else contents
+    leaves = [_leaf(rel, read[rel]) for rel in sorted(read)]
     return merkle_root(leaves), len(leaves)
+
+
+def package_contents(package: Path) -> Contents:
+    """Every covered file of `package`, read (module invariant: links followed, a FIFO or
+    a broken link never opened)."""
+    return {rel: _read(package, rel) for rel in package_files(package)}
 
 
 def package_files(package: Path) -> list[bytes]:
@@ -137,21 +149,28 @@ def package_files(package: Path) -> list[bytes]:
     return sorted(found)
 
 
-def _leaf(package: Path, rel: bytes) -> bytes:
+def _read(package: Path, rel: bytes) -> bytes | None:
+    """The bytes of the regular file `rel`; None for anything else, or unreadable."""
     path = os.path.join(os.fsencode(package), rel)
     try:
-        if stat.S_ISREG(os.stat(path).st_mode):
-            with open(path, "rb") as f:
-                return b"f" + rel + b"\0" + hashlib.file_digest(f, "sha256").digest()
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as f:
+            return f.read()
     except OSError:
-        pass
-    return b"o" + rel + b"\0"
+        return None
+
+
+def _leaf(rel: bytes, data: bytes | None) -> bytes:
+    if data is None:
+        return b"o" + rel + b"\0"
+    return b"f" + rel + b"\0" + hashlib.sha256(data).digest()
 
 
 def checkout_state(
-    package: Path, files: list[bytes] | None = None
+    package: Path, contents: Contents | None = None
 ) -> tuple[str | None, bool | None]:
-    """(HEAD's commit, whether the files on disk (`files`, listed when not given) differ
+    """(HEAD's commit, whether the files on disk (`contents`, read when not given) differ
     from HEAD's tree `dlm_git/`) of the git work tree `package` is `dlm_git/` at the top
     of; (None, None) for any other place."""
     from dlm_git.gitio.process import is_oid, run_git
@@ -166,8 +185,8 @@ def checkout_state(
     committed = head_blobs(top, lines[2]) if is_oid(lines[2]) else None
     if committed is None:
         return lines[1], None
-    listed = package_files(package) if files is None else files
-    return lines[1], not _same_blobs(package, listed, committed)
+    read = package_contents(package) if contents is None else contents
+    return lines[1], not _same_blobs(read, committed)
 
 
 def head_blobs(top: Path, tree: str) -> dict[bytes, str] | None:
@@ -186,25 +205,21 @@ def head_blobs(top: Path, tree: str) -> dict[bytes, str] | None:
     }
 
 
-def _same_blobs(package: Path, files: list[bytes], committed: dict[bytes, str]) -> bool:
-    """Whether `files` are exactly HEAD's covered paths, each with the bytes of its blob:
-    git's own object id of the bytes on disk (`commit` is named by git's object ids, so
-    this trusts nothing that name does not)."""
-    if set(files) != set(committed):
+def _same_blobs(contents: Contents, committed: dict[bytes, str]) -> bool:
+    """Whether `contents` are exactly HEAD's covered paths, each with the bytes of its
+    blob: git's own object id of the bytes on disk (`commit` is named by git's object
+    ids, so this trusts nothing that name does not)."""
+    if set(contents) != set(committed):
         return False
-    return all(_blob_id(package, rel, len(committed[rel])) == committed[rel] for rel in files)
+    return all(
+        _blob_id(data, len(committed[rel])) == committed[rel] for rel, data in contents.items()
+    )
 
 
-def _blob_id(package: Path, rel: bytes, size: int) -> str | None:
-    """git's object id of the regular file `rel` (SHA-1 for a 40-hex id, else SHA-256);
+def _blob_id(data: bytes | None, size: int) -> str | None:
+    """git's object id of a regular file's bytes (SHA-1 for a 40-hex id, else SHA-256);
     None for what is no readable regular file."""
-    path = os.path.join(os.fsencode(package), rel)
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+    if data is None:
         return None
     algo = hashlib.sha1 if size == 40 else hashlib.sha256
     return algo(b"blob %d\0" % len(data) + data).hexdigest()
