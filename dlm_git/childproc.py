@@ -196,7 +196,10 @@ def _decode_scalar(kind: Any, value: Any, where: str) -> Any:
     if kind is Path:
         return Path(_is(str, value, where))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of 309 digits or more: no float
+            raise _wrong(where, "float", value) from None
     if kind in (str, int, float, bool):
         ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
         if ok:

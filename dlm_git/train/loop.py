@@ -5,7 +5,8 @@ Invariants:
   drawn from a `torch.Generator` seeded with `seed + e`.
 - Batches are right-padded to their longest sequence; padding never carries loss.
 - Everything recorded (per-step loss, steps, token counts) is a function of the inputs;
-  wall time is measured by the caller and kept out of recorded results.
+  wall time (`LoopResult.seconds`, on `time.perf_counter`) is measured here, handed to
+  the progress function and never enters a record committed to git.
 - Optional boundary callback every `boundary_every` optimizer steps (segment snapshots).
 - The loop owns the RNG state it trains and snapshots from: a fresh run starts Python's
   and numpy's global RNGs from the seed (`determinism.seed_host_rngs`), and whatever a
@@ -76,7 +77,8 @@ class LoopResult:
     sequences_seen: int = 0
     seconds: float = 0.0
     """Wall time of this call's loop (`time.perf_counter`) from its start to the end of
-    its last step, snapshot included: the run record's span (never recorded in git)."""
+    its last step, snapshot included: run.json's `train_seconds` for a training in one
+    process, `rank0.loop_seconds` for rank 0 of `--nproc` (never recorded in git)."""
 
 
 def micro_batches_per_epoch(n_sequences: int, micro_batch_size: int) -> int:

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 
 MAX_RATE = 4.0
 """Progress lines per second, at most."""
+MAX_SECONDS = 1e9
+"""The most seconds an update may say a loop has run (~31 years): what a display can
+divide and print."""
+MAX_COUNT = 2**63
+"""Steps and tokens of an update are below this (a 64-bit count)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,9 @@ def outline_for(doc: str, cfg: LoopConfig, n_sequences: int, tokens_per_epoch: i
 
 
 def clock(seconds: float) -> str:
-    """`m:ss` (or `h:mm:ss`) of a duration."""
+    """`m:ss` (or `h:mm:ss`) of a duration (`?:??` for one that is not finite)."""
+    if not math.isfinite(seconds):
+        return "?:??"
     whole = max(0, math.ceil(seconds))
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
@@ -213,8 +220,8 @@ def checked_loss(got: Progress) -> float:
         loss = got.loss()
     except ValueError:
         loss = None
-    steps_ok = 1 <= got.step <= got.total and got.tokens >= 0
-    if loss is None or not steps_ok or not 0 <= got.seconds < math.inf:
+    counts_ok = 1 <= got.step <= got.total < MAX_COUNT and 0 <= got.tokens < MAX_COUNT
+    if loss is None or not counts_ok or not 0 <= got.seconds <= MAX_SECONDS:
         raise ProtocolError(
             "a training's progress report",
             f"is not a progress update (step {got.step}/{got.total},"

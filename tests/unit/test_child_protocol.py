@@ -153,6 +153,18 @@ def test_a_missing_key_and_numbers_json_cannot_carry_are_refused() -> None:
             parse_document(data, RankJob, "job")
 
 
+def test_an_integer_no_float_can_hold_is_refused_where_a_float_is_read() -> None:
+    """JSON carries integers of any length; a float field given one of 309 digits or
+    more is one line, never an OverflowError (a training child's progress update)."""
+    from dlm_git.train.progress import Progress
+
+    data = b'{"step": 1, "total": 2, "loss_hex": "0x1p+0", "tokens": 3, "seconds": %s}'
+    assert parse_document(data % b"5", Progress, "update").seconds == 5.0
+    with pytest.raises(ProtocolError) as info:
+        parse_document(data % (b"9" * 400), Progress, "update")
+    assert info.value.one_line().startswith("update.seconds: is a number, not float")
+
+
 def test_an_enum_and_a_literal_take_only_their_values() -> None:
     answer = dump(TrainResult(Path("d"), "a", "b", "", True, "", [], {}))
     forged = answer.replace(

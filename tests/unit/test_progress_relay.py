@@ -1,9 +1,10 @@
 """The parent's side of a training child's reports (`dlm_git.train.progress.Relayed`):
 notices always reach stderr, the plan and progress only when this process shows them,
 and an update no training loop gives (step 0, a step past the total, a loss that is no
-float hex, seconds that are negative or not finite) is one `ProtocolError`, never a
-division by zero or a traceback. A relayed line is drawn on the seconds the update
-carries (the trainer's clock), never on how late it reached the parent."""
+float hex, seconds that are negative or past `MAX_SECONDS`, counts of 2**63 or more) is
+one `ProtocolError`, never an overflow, a division by zero or a traceback. A relayed
+line is drawn on the seconds the update carries (the trainer's clock), never on how late
+it reached the parent."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from dlm_git.childproc import ProtocolError
-from dlm_git.train.progress import Notice, Outline, Progress, Relayed
+from dlm_git.train.progress import Notice, Outline, Progress, Relayed, clock
 
 PLAN = Outline("demo/demo.dlm", 3, 1.5, 100)
 
@@ -39,6 +40,9 @@ def test_a_notice_is_shown_escaped(capsys: pytest.CaptureFixture[str]) -> None:
         Progress(1, 3, "0x1p+0", 9, -0.5),
         Progress(1, 3, "0x1p+0", 9, math.nan),
         Progress(1, 3, "0x1p+0", 9, math.inf),
+        Progress(1, 20, "0x1p+0", 9, 1e308),  # its ETA would overflow
+        Progress(1, 2**63, "0x1p+0", 9, 0.5),
+        Progress(1, 3, "0x1p+0", 2**63, 0.5),
     ],
 )
 def test_an_update_no_loop_gives_is_a_protocol_error(
@@ -66,3 +70,12 @@ def test_a_relayed_line_is_drawn_on_the_trainers_seconds(
     err = capsys.readouterr().err
     assert "step 1/3  loss 1.0000  6,000 tok/s  ETA 0:01" in err, err
     assert err.endswith("step 3/3  loss 1.0000  4,500 tok/s  0:02 elapsed\n"), err
+
+
+def test_a_clock_of_no_finite_duration_is_unknown() -> None:
+    assert (clock(0.2), clock(61), clock(3600), clock(math.inf)) == (
+        "0:01",
+        "1:01",
+        "1:00:00",
+        "?:??",
+    )

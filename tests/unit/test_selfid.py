@@ -262,3 +262,39 @@ BAD = {
 @pytest.mark.parametrize("value", list(BAD.values()), ids=list(BAD))
 def test_anything_else_is_no_identity(value: object) -> None:
     assert from_json(value) is None
+
+
+OPENS = """
+import collections, os, sys
+from pathlib import Path
+import dlm_git.gitio, dlm_git.gitio.process  # imported before: their files are not counted
+from dlm_git.selfid import identify
+package = os.path.realpath(sys.argv[1])
+opened = collections.Counter()
+def count(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes)):
+        path = os.path.realpath(os.fsdecode(args[0]))
+        if path.startswith(package + os.sep):
+            opened[path] += 1
+sys.addaudithook(count)
+found = identify(Path(package))
+print(found.commit is not None, found.dirty, found.files, sorted(set(opened.values())))
+"""
+"""Counts every open of a file below the package while its identity is computed (an
+audit hook, in a process of its own: one cannot be removed)."""
+
+
+def test_each_file_is_read_once_so_digest_and_dirty_judge_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    repo = init_repo(tmp_path / "checkout")
+    package = tiny_package(repo)
+    commit_all(repo, "dlm-git")
+    _flip_byte(package)  # dirty: every file's blob id is computed
+    proc = subprocess.run(
+        [sys.executable, "-c", OPENS, str(package)], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.split() == ["True", "True", "3", "[1]"], proc.stdout + proc.stderr
