@@ -11,7 +11,7 @@ Invariants:
   path relative to that directory (`/`-separated, bytes as the file system gives them),
   sorted by that path; each a leaf `b"f" path NUL sha256(bytes)` of its bytes exactly as
   they are on disk, or `b"o" path NUL` for what is no readable regular file (a FIFO, a
-  broken link: never opened, never waited on); links are followed, as Python's import
+  broken link: never read, never waited on); links are followed, as Python's import
   follows them; `merkle.merkle_root` over the leaves. Timestamps, permissions and the
   directory's own location are not in it, so the same files give the same digest on
   every machine, and one changed byte changes it. Bytes are not normalized: a checkout
@@ -30,7 +30,8 @@ Invariants:
   covered paths (`head_blobs`) and each one's bytes have that entry's git object id
   (computed here from the bytes on disk, SHA-1 or SHA-256 as the repository names
   objects: the `commit` itself is such a name, so this trusts nothing it does not),
-  and of the bytes the digest covers (each file is read once, `package_contents`). A
+  and of the bytes the digest covers (each file is read once, in chunks, and hashed
+  both ways as it is read: `package_contents`). A
   link (mode 120000) is a blob of the link's text, so a committed link the disk follows
   is dirty; a submodule, or what is no readable regular file on disk, is dirty. Only
   read-only git commands run there (`rev-parse`, `ls-tree`): no lock is taken, nothing
@@ -53,7 +54,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from dlm_git import __version__
 from dlm_git.merkle import merkle_root
@@ -104,16 +105,40 @@ def identity() -> Identity:
     return identify(PACKAGE)
 
 
-Contents = dict[bytes, bytes | None]
-"""Each covered file's bytes by its relative path (`package_files`), None for what is no
-readable regular file: read once, so the digest and `dirty` judge the same bytes."""
+class Hashed(NamedTuple):
+    """One covered file, read once: the sha256 of its bytes and, in a checkout, git's
+    object id of the same bytes (`blob`); both None for what is no readable regular file."""
+
+    sha256: bytes | None
+    blob: str | None
+
+
+NOT_READ = Hashed(None, None)
+CHUNK = 1 << 20
+"""Bytes read at a time: a stray large file in the package is hashed, never held."""
+Contents = dict[bytes, Hashed]
+"""Each covered file by its relative path (`package_files`), hashed once, so the digest
+and `dirty` judge the same bytes."""
+
+
+class Head(NamedTuple):
+    """HEAD of the checkout `dlm_git/` is at the top of: its commit and the object id of
+    its tree `dlm_git/` (None where HEAD holds none)."""
+
+    commit: str
+    tree: str | None
+
+    def blob_algo(self) -> str:
+        """The hash git names objects with here: SHA-1 for a 40-hex commit, else SHA-256."""
+        return "sha1" if len(self.commit) == 40 else "sha256"
 
 
 def identify(package: Path) -> Identity:
     """The identity of the package directory `package` (named `dlm_git`)."""
-    contents = package_contents(package)
+    head = checkout_head(package)
+    contents = package_contents(package, head)
     digest, count = package_digest(package, contents)
-    commit, dirty = checkout_state(package, contents)
+    commit, dirty = _state(package, head, contents)
     return Identity(__version__, digest, count, commit, dirty)
 
 
@@ -125,10 +150,11 @@ def package_digest(package: Path, contents: Contents | None = None) -> tuple[str
     return merkle_root(leaves), len(leaves)
 
 
-def package_contents(package: Path) -> Contents:
-    """Every covered file of `package`, read (module invariant: links followed, a FIFO or
-    a broken link never opened)."""
-    return {rel: _read(package, rel) for rel in package_files(package)}
+def package_contents(package: Path, head: Head | None = None) -> Contents:
+    """Every covered file of `package`, hashed (module invariant: links followed, a FIFO
+    or a broken link never read), with its blob id where `head` has a tree to compare."""
+    algo = None if head is None or head.tree is None else head.blob_algo()
+    return {rel: _hashed(package, rel, algo) for rel in package_files(package)}
 
 
 def package_files(package: Path) -> list[bytes]:
@@ -149,44 +175,79 @@ def package_files(package: Path) -> list[bytes]:
     return sorted(found)
 
 
-def _read(package: Path, rel: bytes) -> bytes | None:
-    """The bytes of the regular file `rel`; None for anything else, or unreadable."""
+def _hashed(package: Path, rel: bytes, algo: str | None) -> Hashed:
+    """The regular file `rel` read once, in chunks: its sha256 and (with `algo`) its blob
+    id, None where the bytes read are not the size git's header named (it changed while
+    read). Opened only once `stat` says it is a regular file, and without blocking, so a
+    FIFO swapped in between is never waited on."""
     path = os.path.join(os.fsencode(package), rel)
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb") as f:
-            return f.read()
+            return NOT_READ
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
-        return None
+        return NOT_READ
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            return NOT_READ
+        return _hash_stream(fd, opened.st_size, algo)
+    except OSError:
+        return NOT_READ
+    finally:
+        os.close(fd)
 
 
-def _leaf(rel: bytes, data: bytes | None) -> bytes:
-    if data is None:
+def _hash_stream(fd: int, size: int, algo: str | None) -> Hashed:
+    leaf = hashlib.sha256()
+    blob = None if algo is None else hashlib.new(algo, b"blob %d\0" % size)
+    total = 0
+    while chunk := os.read(fd, CHUNK):
+        leaf.update(chunk)
+        if blob is not None:
+            blob.update(chunk)
+        total += len(chunk)
+    return Hashed(leaf.digest(), None if blob is None or total != size else blob.hexdigest())
+
+
+def _leaf(rel: bytes, hashed: Hashed) -> bytes:
+    if hashed.sha256 is None:
         return b"o" + rel + b"\0"
-    return b"f" + rel + b"\0" + hashlib.sha256(data).digest()
+    return b"f" + rel + b"\0" + hashed.sha256
 
 
-def checkout_state(
-    package: Path, contents: Contents | None = None
-) -> tuple[str | None, bool | None]:
-    """(HEAD's commit, whether the files on disk (`contents`, read when not given) differ
-    from HEAD's tree `dlm_git/`) of the git work tree `package` is `dlm_git/` at the top
-    of; (None, None) for any other place."""
+def checkout_head(package: Path) -> Head | None:
+    """HEAD of the git work tree `package` is `dlm_git/` at the top of; None for any
+    other place."""
     from dlm_git.gitio.process import is_oid, run_git
 
     top = package.parent
     found = run_git(["rev-parse", "--show-toplevel", "HEAD", "HEAD:dlm_git"], top, elsewhere=True)
     lines = found.stdout.decode("utf-8", "surrogateescape").splitlines()
     if found.returncode != 0 or len(lines) != 3 or package.name != "dlm_git":
-        return None, None
+        return None
     if os.path.realpath(lines[0]) != os.path.realpath(top) or not is_oid(lines[1]):
+        return None
+    return Head(lines[1], lines[2] if is_oid(lines[2]) else None)
+
+
+def checkout_state(package: Path) -> tuple[str | None, bool | None]:
+    """(HEAD's commit, whether the files on disk differ from HEAD's tree `dlm_git/`) of
+    the git work tree `package` is `dlm_git/` at the top of; (None, None) for any other
+    place."""
+    head = checkout_head(package)
+    return _state(package, head, None if head is None else package_contents(package, head))
+
+
+def _state(
+    package: Path, head: Head | None, contents: Contents | None
+) -> tuple[str | None, bool | None]:
+    if head is None:
         return None, None
-    committed = head_blobs(top, lines[2]) if is_oid(lines[2]) else None
-    if committed is None:
-        return lines[1], None
-    read = package_contents(package) if contents is None else contents
-    return lines[1], not _same_blobs(read, committed)
+    committed = None if head.tree is None else head_blobs(package.parent, head.tree)
+    if committed is None or contents is None:
+        return head.commit, None
+    return head.commit, not _same_blobs(contents, committed)
 
 
 def head_blobs(top: Path, tree: str) -> dict[bytes, str] | None:
@@ -211,18 +272,7 @@ def _same_blobs(contents: Contents, committed: dict[bytes, str]) -> bool:
     ids, so this trusts nothing that name does not)."""
     if set(contents) != set(committed):
         return False
-    return all(
-        _blob_id(data, len(committed[rel])) == committed[rel] for rel, data in contents.items()
-    )
-
-
-def _blob_id(data: bytes | None, size: int) -> str | None:
-    """git's object id of a regular file's bytes (SHA-1 for a 40-hex id, else SHA-256);
-    None for what is no readable regular file."""
-    if data is None:
-        return None
-    algo = hashlib.sha1 if size == 40 else hashlib.sha256
-    return algo(b"blob %d\0" % len(data) + data).hexdigest()
+    return all(hashed.blob == committed[rel] for rel, hashed in contents.items())
 
 
 def _covered(path: str) -> bool:

@@ -298,3 +298,29 @@ def test_each_file_is_read_once_so_digest_and_dirty_judge_the_same_bytes(
         [sys.executable, "-c", OPENS, str(package)], capture_output=True, text=True, check=True
     )
     assert proc.stdout.split() == ["True", "True", "3", "[1]"], proc.stdout + proc.stderr
+
+
+PEAK = """
+import resource, sys
+from pathlib import Path
+from dlm_git.selfid import identify
+found = identify(Path(sys.argv[1]))
+print(found.files, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+"""Identifies a package and prints its file count and the process's peak RSS in MiB."""
+
+
+def test_a_large_file_in_the_package_is_hashed_never_held(tmp_path: Path) -> None:
+    """A stray 256 MiB file (sparse: no disk) below the package: hashed in chunks, so the
+    verifier's memory does not grow by its size."""
+    import subprocess
+    import sys
+
+    package = tiny_package(tmp_path)
+    with open(package / "stray.bin", "wb") as f:
+        f.truncate(256 << 20)
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, str(package)], capture_output=True, text=True, check=True
+    )
+    files, peak_mib = map(int, proc.stdout.split())
+    assert files == 4 and peak_mib < 128, proc.stdout
