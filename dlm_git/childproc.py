@@ -198,8 +198,8 @@ def _decode_scalar(kind: Any, value: Any, where: str) -> Any:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         try:
             return float(value)
-        except OverflowError:  # an integer of 309 digits or more: no float
-            raise _wrong(where, "float", value) from None
+        except OverflowError:  # an integer of 309 digits or more
+            raise ProtocolError(where, "is a number too large for a float") from None
     if kind in (str, int, float, bool):
         ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
         if ok:

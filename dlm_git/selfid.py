@@ -36,8 +36,9 @@ Invariants:
   is dirty; a submodule, or what is no readable regular file on disk, is dirty. Only
   read-only git commands run there (`rev-parse`, `ls-tree`): no lock is taken, nothing
   in that repository is written.
-- Never fails: an unreadable file is a leaf of its own, git's refusal is a null commit
-  (a null `dirty` where HEAD's tree cannot be read).
+- Never fails: an unreadable file is a leaf of its own (so is one another process holds
+  a conflicting lease on: it is opened without waiting), git's refusal or absence is a
+  null commit (a null `dirty` where HEAD's tree cannot be read).
 - Local and per process: computed on first use (`identity` is cached), never at import,
   and written into reports and this machine's remembered verdicts only, never into a
   committed record (`dlm.lock`, manifest, `verify.json`), so a change of dlm-git's code
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import os
 import stat
 from dataclasses import dataclass
@@ -57,6 +59,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard
 
 from dlm_git import __version__
+from dlm_git.fsutil import NotRegularFile, open_regular
 from dlm_git.merkle import merkle_root
 
 NAME = "dlm-git"
@@ -178,31 +181,23 @@ def package_files(package: Path) -> list[bytes]:
 def _hashed(package: Path, rel: bytes, algo: str | None) -> Hashed:
     """The regular file `rel` read once, in chunks: its sha256 and (with `algo`) its blob
     id, None where the bytes read are not the size git's header named (it changed while
-    read). Opened only once `stat` says it is a regular file, and without blocking, so a
-    FIFO swapped in between is never waited on."""
+    read). Opened only once `stat` says it is a regular file, and then as every regular
+    file is (`fsutil.open_regular`: a FIFO swapped in between is never waited on)."""
     path = os.path.join(os.fsencode(package), rel)
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return NOT_READ
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+        with open_regular(os.fsdecode(path)) as f:
+            return _hash_stream(f, os.fstat(f.fileno()).st_size, algo)
+    except (OSError, NotRegularFile):
         return NOT_READ
-    try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
-            return NOT_READ
-        return _hash_stream(fd, opened.st_size, algo)
-    except OSError:
-        return NOT_READ
-    finally:
-        os.close(fd)
 
 
-def _hash_stream(fd: int, size: int, algo: str | None) -> Hashed:
+def _hash_stream(f: io.FileIO, size: int, algo: str | None) -> Hashed:
     leaf = hashlib.sha256()
     blob = None if algo is None else hashlib.new(algo, b"blob %d\0" % size)
     total = 0
-    while chunk := os.read(fd, CHUNK):
+    while chunk := f.read(CHUNK):
         leaf.update(chunk)
         if blob is not None:
             blob.update(chunk)
@@ -222,7 +217,12 @@ def checkout_head(package: Path) -> Head | None:
     from dlm_git.gitio.process import is_oid, run_git
 
     top = package.parent
-    found = run_git(["rev-parse", "--show-toplevel", "HEAD", "HEAD:dlm_git"], top, elsewhere=True)
+    try:
+        found = run_git(
+            ["rev-parse", "--show-toplevel", "HEAD", "HEAD:dlm_git"], top, elsewhere=True
+        )
+    except OSError:  # no git to start, or `top` cannot be entered: no commit known
+        return None
     lines = found.stdout.decode("utf-8", "surrogateescape").splitlines()
     if found.returncode != 0 or len(lines) != 3 or package.name != "dlm_git":
         return None

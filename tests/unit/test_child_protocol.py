@@ -162,7 +162,7 @@ def test_an_integer_no_float_can_hold_is_refused_where_a_float_is_read() -> None
     assert parse_document(data % b"5", Progress, "update").seconds == 5.0
     with pytest.raises(ProtocolError) as info:
         parse_document(data % (b"9" * 400), Progress, "update")
-    assert info.value.one_line().startswith("update.seconds: is a number, not float")
+    assert info.value.one_line().startswith("update.seconds: is a number too large for a float")
 
 
 def test_an_enum_and_a_literal_take_only_their_values() -> None:

@@ -305,7 +305,8 @@ import resource, sys
 from pathlib import Path
 from dlm_git.selfid import identify
 found = identify(Path(sys.argv[1]))
-print(found.files, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, else KiB
+print(found.files, peak >> 20 if sys.platform == "darwin" else peak >> 10)
 """
 """Identifies a package and prints its file count and the process's peak RSS in MiB."""
 
@@ -324,3 +325,17 @@ def test_a_large_file_in_the_package_is_hashed_never_held(tmp_path: Path) -> Non
     )
     files, peak_mib = map(int, proc.stdout.split())
     assert files == 4 and peak_mib < 128, proc.stdout
+
+
+def test_no_git_to_start_is_no_commit_known(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The identity never fails: where git cannot be started, the files still have their
+    digest and no commit is claimed."""
+    repo = init_repo(tmp_path / "checkout")
+    package = tiny_package(repo)
+    commit_all(repo, "dlm-git")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-such-bin"))
+    found = identify(package)
+    assert (found.commit, found.dirty) == (None, None)
+    assert (found.digest, found.files) == package_digest(package)
