@@ -39,7 +39,7 @@ class RowTokenizer:
         self.system_prompt = system_prompt
         self.sequence_len = sequence_len
         self.template_in_file = chat_template_in_file(base_path)
-        self.chat_template = has_chat_template_files(base_path)
+        self.chat_template = self.template_in_file or config_chat_template(base_path)
         self._tok: Any = None
 
     @property
@@ -152,10 +152,9 @@ def chat_template_in_file(base_path: Path) -> bool:
     return any((base_path / name).is_file() for name in CHAT_TEMPLATE_FILES)
 
 
-def has_chat_template_files(base_path: Path) -> bool:
-    """Whether the base ships a chat template, decided from its files (no tokenizer load)."""
-    if chat_template_in_file(base_path):
-        return True
+def config_chat_template(base_path: Path) -> bool:
+    """Whether the base's `tokenizer_config.json` holds a chat template (no tokenizer
+    load); with `chat_template_in_file`, whether the base ships one at all."""
     config = base_path / "tokenizer_config.json"
     if config.is_file():
         return bool(dig(load_json(config.read_text("utf-8")), "chat_template"))
