@@ -3,11 +3,11 @@
 Invariants:
 - Nothing here touches the network: `hf:` bases come from the local Hugging Face cache
   (`HF_HUB_CACHE`, `HF_HOME/hub`, or `~/.cache/huggingface/hub`) only.
-- A base's identity is (revision, tensor root of its safetensors weights, tokenizer
-  sha256, sha256 of its `config.json`). The tensor root covers every tensor of every
-  `*.safetensors` file; weights in pickle formats are refused, never loaded. The config
-  is part of it because it changes the model as much as a weight does (an activation,
-  a norm epsilon, a rope setting).
+- A base's identity is (revision, tensor root of its safetensors weights, sha256 of
+  every file transformers' tokenizer loader reads, sha256 of its `config.json`). The
+  tensor root covers every tensor of every `*.safetensors` file; weights in pickle
+  formats are refused, never loaded. The config is part of it because it changes the
+  model as much as a weight does (an activation, a norm epsilon, a rope setting).
 - `locate_base` never builds or loads anything (cheap, used by `show`);
   `resolve_base` builds the tiny base if needed; the weights are hashed on first use of
   `ResolvedBase.identity` (training, verify) — once per weight file while its stat is
@@ -53,6 +53,10 @@ TOKENIZER_FILES = (
     "chat_template.jinja",
     "chat_template.json",
 )
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+"""transformers' folder of named chat templates: it reads every `*.jinja` entry there on
+load (`default.jinja` replaces tokenizer_config.json's template), so each is a tokenizer
+file too, named `additional_chat_templates/<name>` in the digest."""
 
 
 CONFIG_FILE = "config.json"
@@ -65,6 +69,9 @@ class BaseIdentity(NamedTuple):
     weight_files: tuple[str, ...]
     config_sha256: str | None = None
     """sha256 of `config.json` (None: the base has none)."""
+    tokenizer_sha256_untemplated: str | None = None
+    """The tokenizer digest without `CHAT_TEMPLATE_DIR` (the rule before it was hashed);
+    None: the base has no template there, and the two digests are one."""
 
 
 class LocatedBase(NamedTuple):
@@ -83,15 +90,19 @@ class ResolvedBase:
     revision: str | None
 
     @functools.cached_property
-    def tokenizer_sha256(self) -> str:
+    def tokenizer(self) -> TokenizerDigest:
         """Hashes the tokenizer files only: all that tokenizing (and its cache) depends on."""
-        return tokenizer_sha256(self.path)
+        return tokenizer_digest(self.path)
+
+    @property
+    def tokenizer_sha256(self) -> str:
+        return self.tokenizer.sha256
 
     @functools.cached_property
     def identity(self) -> BaseIdentity:
         """Hashes every weight tensor (seconds to minutes for a real base), so it is computed
         on first use: by training and verify, never by tokenizing."""
-        return base_identity(self.path, self.revision, self.tokenizer_sha256)
+        return base_identity(self.path, self.revision, self.tokenizer)
 
 
 def hf_cache_root() -> Path:
@@ -226,18 +237,52 @@ def weight_files(path: Path) -> list[Path]:
     return files
 
 
-def tokenizer_sha256(path: Path) -> str:
-    """sha256 over the tokenizer's serialized state: every tokenizer file, by name."""
+class TokenizerDigest(NamedTuple):
+    sha256: str
+    """sha256 over every tokenizer file, by name (`TOKENIZER_FILES`, `CHAT_TEMPLATE_DIR`)."""
+    untemplated: str | None
+    """The same without `CHAT_TEMPLATE_DIR` (None: the base has no template there)."""
+
+
+def tokenizer_digest(path: Path) -> TokenizerDigest:
+    """The digests of the tokenizer's serialized state: every tokenizer file, by name.
+    A base with no `CHAT_TEMPLATE_DIR` templates has the digest it had before they were
+    hashed, so no record or token cache of one changes."""
     present = {
         name: sha256_file(path / name) for name in TOKENIZER_FILES if (path / name).is_file()
     }
     if not present:
         raise BaseModelError(str(path), "no tokenizer files (tokenizer.json, ...)")
-    return canonical_json_sha256(present)
+    templates = _template_files(path)
+    if not templates:
+        return TokenizerDigest(canonical_json_sha256(present), None)
+    return TokenizerDigest(
+        canonical_json_sha256({**present, **templates}), canonical_json_sha256(present)
+    )
 
 
-def base_identity(path: Path, revision: str | None, tokenizer: str | None = None) -> BaseIdentity:
-    """The base's identity; `tokenizer` is its `tokenizer_sha256` when already known."""
+def tokenizer_sha256(path: Path) -> str:
+    return tokenizer_digest(path).sha256
+
+
+def _template_files(path: Path) -> dict[str, str]:
+    """`CHAT_TEMPLATE_DIR/<name>` -> sha256 of each `*.jinja` file that transformers'
+    loader reads there (a local directory's `glob("*.jinja")`; what is not a file it
+    cannot read, and neither is hashed)."""
+    folder = path / CHAT_TEMPLATE_DIR
+    if not folder.is_dir():
+        return {}
+    return {
+        f"{CHAT_TEMPLATE_DIR}/{entry.name}": sha256_file(entry)
+        for entry in sorted(folder.iterdir())
+        if entry.name.endswith(".jinja") and entry.is_file()
+    }
+
+
+def base_identity(
+    path: Path, revision: str | None, tokenizer: TokenizerDigest | None = None
+) -> BaseIdentity:
+    """The base's identity; `tokenizer` is its `tokenizer_digest` when already known."""
     from dlm_git.base.digests import DigestRecord
     from dlm_git.base.tiny import default_base_cache
 
@@ -252,12 +297,14 @@ def base_identity(path: Path, revision: str | None, tokenizer: str | None = None
     except ValueError as exc:
         raise BaseModelError(str(path), f"weights are inconsistent: {exc}") from None
     config = path / CONFIG_FILE
+    tokenizer = tokenizer or tokenizer_digest(path)
     return BaseIdentity(
         revision=revision,
         tensor_root=root,
-        tokenizer_sha256=tokenizer or tokenizer_sha256(path),
+        tokenizer_sha256=tokenizer.sha256,
         weight_files=tuple(f.name for f in files),
         config_sha256=sha256_file(config) if config.is_file() else None,
+        tokenizer_sha256_untemplated=tokenizer.untemplated,
     )
 
 

@@ -269,13 +269,27 @@ def base_check(
             raise CheckAbsent(base_missing or f"base {base['spec']} is not available here")
         ident = (bases or BaseReads()).identity(base_dir, base["revision"])
         expect_equal("base tensor root", base["tensor_root"], ident.tensor_root)
-        expect_equal("base tokenizer sha256", manifest["tokenizer_sha256"], ident.tokenizer_sha256)
+        _expect_tokenizer(manifest["tokenizer_sha256"], ident)
         if base.get("config_sha256") is None:
             return f"tensor root {ident.tensor_root[:16]} (config.json not recorded)"
         expect_equal("base config.json sha256", base["config_sha256"], ident.config_sha256)
         return f"tensor root {ident.tensor_root[:16]}, config {ident.config_sha256 or '-':.16}"
 
     checks.run("base.identity", identity)
+
+
+def _expect_tokenizer(recorded: Any, ident: BaseIdentity) -> None:
+    """The recorded tokenizer sha256 against this base's. One equal to the digest of this
+    base's files without its `additional_chat_templates/` compares nothing about those
+    templates: it was recorded before dlm-git hashed them, or from a base that had none
+    (so the tokenizer differed). Which, the record cannot tell: not a pass, not a failure."""
+    if recorded is not None and recorded == ident.tokenizer_sha256_untemplated:
+        raise CheckAbsent(
+            "base tokenizer sha256: the record covers this base's tokenizer files but not"
+            " its additional_chat_templates/ (recorded before dlm-git hashed them, or with"
+            " a base that had none); retrain to record them"
+        )
+    expect_equal("base tokenizer sha256", recorded, ident.tokenizer_sha256)
 
 
 def dvc_binding(
