@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlm_git.base.resolve import ResolvedBase, resolve_base
+from dlm_git.base.resolve import ResolvedBase, read_config, resolve_base
 from dlm_git.doc.load import LoadedDocument, load_document
 from dlm_git.doc.sources import Outside
 from dlm_git.layout import ADAPTER_WEIGHTS
@@ -177,6 +177,7 @@ def _base_and_environment(
         local_dir=options.base_dir,
         where=loaded.base_model_at,
     )
+    read_config(resolved.path)  # a config no loader could read fails before torch loads
     return resolved, prepare(fm.training.seed, run_plan, options.threads)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from dlm_git.base.registry import REGISTRY
-from tests.support.cli import cli, one_line_error
+from tests.support.cli import cli, imports_of, one_line_error
 from tests.support.demo import write_demo
 from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
@@ -357,3 +357,7 @@ def test_a_malformed_base_config_is_one_line(tmp_path: Path, config: bytes) -> N
     write_demo(doc_dir, base_model="../base", **QUICK)
     line = one_line_error(cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license"), 1)
     assert "config.json" in line, line
+    # refused before the training stack loads, and before anything is written
+    run = imports_of(doc_dir, "train", ".", "-q", "--device", "cpu", "--accept-license")
+    assert run.code == 1 and run.heavy == [], run.heavy
+    assert sorted(p.name for p in doc_dir.iterdir()) == ["demo.dlm", "notes"]
