@@ -6,12 +6,14 @@ The session's environment is hermetic: git and DVC read only the session's confi
 a test), every session gets its own base-model cache (`DLM_GIT_BASE_CACHE`) so nothing is
 ever written to `~/.cache`, a `DLM_GIT_CACHE_DIR` override and a user's `DLM_GIT_STRICT`
 are removed (token caches live in each test's repository unless a test sets one), DVC
-analytics are off, and Hugging Face libraries stay offline.
+analytics are off, and Hugging Face libraries stay offline. OpenMP threads sleep when idle
+(`OMP_WAIT_POLICY=PASSIVE`): two workers' trainings share the cores.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,12 @@ from tests.support.gitrepo import init_repo
 from tests.support.shared import shared_root
 from tests.support.verdicts import call_main_in
 from tests.support.verified import build_verified_repo, copy_repo
+
+# Two xdist workers share the cores, each training with `DLM_GIT_THREADS` threads: an
+# OpenMP thread that spins while idle takes cycles the other worker's training needs.
+# Idle threads here sleep at once (read when the OpenMP runtime starts; children inherit
+# it). How a thread waits changes no number; a session that sets its own value keeps it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Kernel variables only count before torch initialises: pin the default CPU profile for
 # this test session now, so in-process training (`run_cli`) runs here instead of in a
