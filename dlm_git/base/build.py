@@ -13,15 +13,18 @@ Invariants:
   tokenizer are never indexed, as with Qwen2.5's own padded vocabulary). The family's
   special tokens come first, so SmolLM2's `<|endoftext|>`/`<|im_start|>`/`<|im_end|>`
   keep their published ids 0/1/2.
-- Written into a temp directory and renamed into place; the Hugging Face cache layout
-  (`models--org--name/{blobs,snapshots/<rev>,refs/main}`) gets content-addressed blobs,
-  a snapshot of relative symlinks and `refs/main` last, each step atomic. The revision
+- Written into a temp directory and renamed into place (its files moved, not copied,
+  where one file system holds both and no later step reads them); the Hugging Face
+  cache layout (`models--org--name/{blobs,snapshots/<rev>,refs/main}`) gets
+  content-addressed blobs, a snapshot of relative symlinks and `refs/main` last, each
+  step atomic. The revision
   is the first 40 hex of the spec's sha256: the same spec names the same snapshot.
 - Only safetensors are written and nothing is ever loaded from a pickle.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -164,7 +167,7 @@ def build_base(
             return made
 
         if out is not None and not _holds(out, spec):
-            install_tree(files, out)
+            install_tree(files, out, move=hf_cache is None)
         snapshot = None
         if hf_cache is not None:
             repo_id = repo_id or default_repo_id(family, shape)
@@ -194,13 +197,14 @@ def check_replaceable(dest: Path) -> None:
         )
 
 
-def install_tree(files: Callable[[], Path], dest: Path) -> None:
-    """Copy the built files into `dest`, replacing it by rename."""
+def install_tree(files: Callable[[], Path], dest: Path, *, move: bool = False) -> None:
+    """Put the built files into `dest`, replacing it by rename: moved where `move` (no
+    later step reads them) and the file system allows, else copied."""
     dest = Path(dest)
     check_replaceable(dest)
     with replacing_dir(dest) as tmp:
         for src in sorted(files().iterdir()):
-            shutil.copyfile(src, tmp / src.name)
+            _place(src, tmp / src.name, move)
             os.chmod(tmp / src.name, FILE_MODE)
 
 
@@ -211,7 +215,9 @@ def hf_repo_dir(cache_root: Path, repo_id: str) -> Path:
 def install_hf_snapshot(
     files: Callable[[], Path], cache_root: Path, repo_id: str, revision: str, spec: bytes
 ) -> Path:
-    """Blobs by sha256, `snapshots/<revision>/` of relative symlinks, then `refs/main`."""
+    """Blobs by sha256, `snapshots/<revision>/` of relative symlinks, then `refs/main`.
+    The built files are moved into the blobs where the file system allows (this is their
+    last reader), else copied; each is synced before it is named."""
     from dlm_git.base.spec import HF_RE
 
     if HF_RE.match(f"hf:{repo_id}") is None or ".." in repo_id:
@@ -226,17 +232,31 @@ def install_hf_snapshot(
                 digest = sha256_file(src)
                 blob = blobs / digest
                 if not blob.is_file():
-                    _copy_atomic(src, blob)
+                    _place_atomic(src, blob)
                 os.symlink(f"../../blobs/{digest}", tmp / src.name)
     atomic_write_bytes(repo / "refs" / "main", revision.encode("ascii"))
     return snapshot
 
 
-def _copy_atomic(src: Path, dest: Path) -> None:
+def _place(src: Path, dest: Path, move: bool) -> None:
+    """`src` at `dest`: renamed where `move` and both are on one file system, else copied."""
+    if move:
+        try:
+            os.replace(src, dest)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+    shutil.copyfile(src, dest)
+
+
+def _place_atomic(src: Path, dest: Path) -> None:
+    """`src`'s bytes at `dest`, whole or not at all: synced, then named (`src` is moved
+    where one file system holds both)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     os.close(fd)
     try:
-        shutil.copyfile(src, tmp)
+        _place(src, Path(tmp), move=True)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.chmod(tmp, FILE_MODE)
