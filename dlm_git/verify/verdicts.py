@@ -65,7 +65,9 @@ def remember(root: Path, sha: str, reports: Iterable[DocReport], verifier: Ident
         )
         store = {c: store[c] for c in newest[-MAX_COMMITS:]}
     with contextlib.suppress(OSError, DlmGitError):
-        atomic_write_bytes(_path(root), canonical_json(store))
+        # whole or not at all; the rename is not made durable: losing the newest
+        # verdict to a power loss loses a memory, never a record
+        atomic_write_bytes(_path(root), canonical_json(store), sync_dir=False)
 
 
 def _path(root: Path) -> Path:
