@@ -272,11 +272,26 @@ def _template_files(path: Path) -> dict[str, str]:
     folder = path / CHAT_TEMPLATE_DIR
     if not folder.is_dir():
         return {}
-    return {
-        f"{CHAT_TEMPLATE_DIR}/{entry.name}": sha256_file(entry)
-        for entry in sorted(folder.iterdir())
-        if entry.name.endswith(".jinja") and entry.is_file()
-    }
+    found = {}
+    for entry in sorted(folder.iterdir()):
+        if entry.name.endswith(".jinja") and entry.is_file():
+            if not entry.name.isascii() and not _is_utf8(entry.name):
+                raise BaseModelError(
+                    os.fsencode(entry).decode("utf-8", "backslashreplace"),
+                    "a chat template whose name is not valid UTF-8",
+                    "rename it (or remove it)",
+                )
+            found[f"{CHAT_TEMPLATE_DIR}/{entry.name}"] = sha256_file(entry)
+    return found
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a name from the file system decoded as UTF-8 (no surrogate escapes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def base_identity(

@@ -269,27 +269,38 @@ def base_check(
             raise CheckAbsent(base_missing or f"base {base['spec']} is not available here")
         ident = (bases or BaseReads()).identity(base_dir, base["revision"])
         expect_equal("base tensor root", base["tensor_root"], ident.tensor_root)
-        _expect_tokenizer(manifest["tokenizer_sha256"], ident)
+        untemplated = _expect_tokenizer(manifest["tokenizer_sha256"], ident)
         if base.get("config_sha256") is None:
-            return f"tensor root {ident.tensor_root[:16]} (config.json not recorded)"
-        expect_equal("base config.json sha256", base["config_sha256"], ident.config_sha256)
-        return f"tensor root {ident.tensor_root[:16]}, config {ident.config_sha256 or '-':.16}"
+            detail = f"tensor root {ident.tensor_root[:16]} (config.json not recorded)"
+        else:
+            expect_equal("base config.json sha256", base["config_sha256"], ident.config_sha256)
+            detail = (
+                f"tensor root {ident.tensor_root[:16]}, config {ident.config_sha256 or '-':.16}"
+            )
+        if untemplated:  # only once every other comparison passed: a failure is never hidden
+            raise CheckAbsent(UNTEMPLATED)
+        return detail
 
     checks.run("base.identity", identity)
 
 
-def _expect_tokenizer(recorded: Any, ident: BaseIdentity) -> None:
-    """The recorded tokenizer sha256 against this base's. One equal to the digest of this
-    base's files without its `additional_chat_templates/` compares nothing about those
-    templates: it was recorded before dlm-git hashed them, or from a base that had none
-    (so the tokenizer differed). Which, the record cannot tell: not a pass, not a failure."""
+UNTEMPLATED = (
+    "base tokenizer sha256: the record covers this base's tokenizer files but not its"
+    " additional_chat_templates/ (recorded before dlm-git hashed them, or with a base that"
+    " had none); retrain to record them"
+)
+
+
+def _expect_tokenizer(recorded: Any, ident: BaseIdentity) -> bool:
+    """The recorded tokenizer sha256 against this base's; True where the record equals the
+    digest of this base's files without its `additional_chat_templates/`: it compares
+    nothing about those templates (recorded before dlm-git hashed them, or from a base
+    that had none, so the tokenizer differed). Which, the record cannot tell: not a pass,
+    not a failure (`base_check` makes it ABSENT once everything else compared)."""
     if recorded is not None and recorded == ident.tokenizer_sha256_untemplated:
-        raise CheckAbsent(
-            "base tokenizer sha256: the record covers this base's tokenizer files but not"
-            " its additional_chat_templates/ (recorded before dlm-git hashed them, or with"
-            " a base that had none); retrain to record them"
-        )
+        return True
     expect_equal("base tokenizer sha256", recorded, ident.tokenizer_sha256)
+    return False
 
 
 def dvc_binding(

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from dlm_git.base.errors import BaseModelError
 from dlm_git.hashing import canonical_json
 from dlm_git.safeparse import dig, load_json
 from dlm_git.token_stream import IGNORE_INDEX, Sequence, TokenStream, token_stream_root
@@ -83,6 +84,14 @@ class RowTokenizer:
         """The chat template applied to `messages`, as text (as `apply_chat_template` renders)."""
         fast = self.fast
         if fast is None or fast.chat_template is None or self.template_in_file:
+            templates = getattr(self.tokenizer, "chat_template", None)
+            if isinstance(templates, dict) and "default" not in templates:
+                raise BaseModelError(
+                    str(self.base_path / "additional_chat_templates"),
+                    f"named chat templates {sorted(templates)!r:.120} and none is the default",
+                    "add additional_chat_templates/default.jinja, or a chat_template to"
+                    " tokenizer_config.json",
+                )
             return str(
                 self.tokenizer.apply_chat_template(
                     messages, tokenize=False, add_generation_prompt=generation_prompt

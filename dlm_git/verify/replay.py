@@ -168,6 +168,9 @@ def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> Doc
     if other_files and _older_form(done):
         other_files = ""
         notes.append(OLDER_FORM_NOTE)
+    if other_files == ADAPTER_CARD and _card_of_untemplated_record(done):
+        other_files = ""
+        notes.append(UNTEMPLATED_CARD_NOTE)
     if recorded_sha is None or done.outcome.adapter_sha256 != recorded_sha:
         check, verdict, why = _compare_unequal(done, tolerance)
         return _with(report, [*checks, check], verdict, [*notes, *why])
@@ -341,6 +344,39 @@ def _older_form(done: _Replayed) -> bool:
     (done.adapter_dir / ADAPTER_CONFIG).write_bytes(older)
     (done.adapter_dir / ADAPTER_CARD).unlink(missing_ok=True)
     return True
+
+
+UNTEMPLATED_CARD_NOTE = (
+    "the model card differs from the record only in its tokenizer sha256: the record's is "
+    "this base's digest without additional_chat_templates/ (see base.identity)"
+)
+
+
+def _card_of_untemplated_record(done: _Replayed) -> bool:
+    """Whether the replayed card differs from the record only by the tokenizer digest's
+    rule: the hash level could not compare the tokenizer (`base.identity` ABSENT, the
+    record's digest being this base's without `additional_chat_templates/`), and the
+    card with the record's digest in place of the replay's has the recorded sha256."""
+    from dlm_git.hashing import sha256_bytes
+    from dlm_git.manifest.records import read_manifest_bytes
+
+    identity = next((c for c in done.report.checks if c.name == "base.identity"), None)
+    if identity is None or identity.state is not Outcome.ABSENT:
+        return False
+    data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
+    try:
+        recorded = read_manifest_bytes(data, MANIFEST_NAME) if data else None
+        card = (done.adapter_dir / ADAPTER_CARD).read_bytes()
+    except (DlmGitError, OSError):
+        return False
+    if recorded is None or ADAPTER_CARD not in recorded.adapter.files:
+        return False
+    ours = done.outcome.manifest.tokenizer_sha256.encode("ascii")
+    theirs = recorded.tokenizer_sha256.encode("ascii", "replace")
+    if ours == theirs or card.count(ours) != 1:
+        return False
+    older = card.replace(ours, theirs)
+    return sha256_bytes(older) == recorded.adapter.files[ADAPTER_CARD].sha256
 
 
 def _adapter_absent_only(report: DocReport) -> bool:

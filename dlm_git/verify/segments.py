@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm_git import gitio
-from dlm_git.contract.outcome import Check, absent, failed, passed
+from dlm_git.contract.outcome import Check, Outcome, absent, failed, passed
 from dlm_git.docat import copy_out
 from dlm_git.dvcfiles import DvcRecordError
 from dlm_git.errors import DlmGitError
@@ -267,7 +267,10 @@ def _judged(
             checks.append(passed("segments.replay", done))
         else:
             checks.append((failed if expectation.bits else absent)("segments.replay", problem))
-    ok = all(c.ok for c in checks)
+    # a hash-level check that could not compare (ABSENT) is no divergence: `_with`
+    # combines the hash level's own verdict with this one
+    ok = bool(results) and all(problem is None for _, problem in results)
+    ok = ok and not any(c.state is Outcome.FAILED for c in checks)
     diverged = Verdict.MISMATCH if expectation.bits else Verdict.CANNOT_VERIFY
     return _with(report, checks, Verdict.SEGMENTS_BITWISE if ok else diverged, notes)
 

@@ -10,12 +10,18 @@ Specification:
 - A base without that folder keeps the digest it always had (no record or cache moves).
 - `verify`'s `base.identity` compares the templates. A record equal to the digest of the
   base's files without the folder compares nothing about them (recorded before dlm-git
-  hashed them, or from a base that had none): ABSENT, with why, never a pass.
+  hashed them, or from a base that had none): ABSENT, with why, never a pass, and only
+  once every other comparison passed (a changed config.json is still FAILED). A replay
+  or segment replay that reproduces the recorded bits keeps that CANNOT_VERIFY (the
+  model card differs only in that digest), never MISMATCH.
+- A template name that is not UTF-8, or named templates with no default, is one line.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -23,8 +29,11 @@ from dlm_git.base.resolve import CHAT_TEMPLATE_DIR, base_identity, tokenizer_dig
 from dlm_git.base.tiny import ensure_tiny_base
 from dlm_git.contract.adapter import base_check
 from dlm_git.contract.outcome import Check, Checks, Outcome
-from tests.support.cli import cli
+from tests.support.cli import cli, one_line_error
 from tests.support.corpus import make_corpus_doc
+from tests.support.docs import set_training
+from tests.support.env import run
+from tests.support.gitrepo import git, init_repo
 
 BODY = """
 # Notes
@@ -128,3 +137,79 @@ def test_verify_compares_the_templates_and_says_when_a_record_cannot(
     shutil.rmtree(folder)
     assert identity_check(base, plain).state is Outcome.OK
     assert identity_check(base, templated).state is Outcome.FAILED
+
+
+def test_a_changed_config_is_never_hidden_behind_an_untemplated_record(
+    tmp_path: Path, base_cache: Path
+) -> None:
+    base = tmp_path / "b"
+    shutil.copytree(ensure_tiny_base(), base)
+    plain = tokenizer_digest(base).sha256
+    recorded_config = base_identity(base, None).config_sha256
+    (base / CHAT_TEMPLATE_DIR).mkdir()
+    (base / CHAT_TEMPLATE_DIR / "default.jinja").write_text("{{ messages }}", "utf-8")
+    config = json.loads((base / "config.json").read_text("utf-8"))
+    (base / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 0.5}), "utf-8")
+    ident = base_identity(base, None)
+    manifest = {
+        "tokenizer_sha256": plain,
+        "base": {
+            "spec": "../b",
+            "revision": None,
+            "tensor_root": ident.tensor_root,
+            "config_sha256": recorded_config,
+        },
+    }
+    checks = Checks()
+    base_check(checks, manifest, base)
+    found = checks.get("base.identity")
+    assert found is not None and found.state is Outcome.FAILED, found
+    assert "config.json" in found.detail
+
+
+def test_template_names_the_loader_reads_but_dlm_git_cannot_are_one_line(
+    git_repo: Path, base_cache: Path
+) -> None:
+    base = git_repo / "mybase"
+    shutil.copytree(ensure_tiny_base(), base)
+    folder = base / CHAT_TEMPLATE_DIR
+    folder.mkdir()
+    # named templates and none the default: transformers cannot pick one to render
+    (folder / "tool_use.jinja").write_text("{{ messages }}", "utf-8")
+    make_corpus_doc(git_repo, n_files=1, body=BODY, seq_len=64, base="../mybase")
+    line = one_line_error(cli("tokenize", "doc", cwd=git_repo), 1, "default")
+    assert CHAT_TEMPLATE_DIR in line
+    # a name that is not UTF-8: refused in one line, never a traceback
+    (folder / "tool_use.jinja").unlink()
+    with open(os.fsencode(folder) + b"/\xff.jinja", "w", encoding="utf-8") as fh:
+        fh.write("{{ messages }}")
+    line = one_line_error(cli("tokenize", "doc", cwd=git_repo), 1, "not valid UTF-8")
+
+
+def test_a_replay_of_an_untemplated_record_with_the_same_bits_is_cannot_verify(
+    tmp_path: Path, base_cache: Path
+) -> None:
+    """Trained on a base with no templates folder; the auditor's base has one whose
+    default renders as the config's template: the replayed weights and segments are the
+    recorded bits, and the verdict is the hash level's CANNOT_VERIFY, never MISMATCH."""
+    base = tmp_path / "base"  # a build of dlm-git's own: no license to accept
+    assert cli("base", "build", "smollm2-135m", "--layers", "1", "--out", base).returncode == 0
+    repo = init_repo(tmp_path / "repo")
+    assert cli("init", "--doc", "demo", "--no-hooks", cwd=repo).returncode == 0
+    doc = repo / "demo" / "demo.dlm"
+    text = set_training(doc.read_text("utf-8"), max_steps=3, sequence_len=64)
+    text, n = re.subn(r"(?m)^base_model: .*$", f"base_model: {base}", text)
+    doc.write_text(text, "utf-8")
+    assert n == 1 and cli("init", "--no-hooks", cwd=repo).returncode == 0
+    run(["dvc", "repro", "-q"], repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "trained on a base without templates")
+    config = json.loads((base / "tokenizer_config.json").read_text("utf-8"))
+    (base / CHAT_TEMPLATE_DIR).mkdir()
+    (base / CHAT_TEMPLATE_DIR / "default.jinja").write_text(config["chat_template"], "utf-8")
+    for level, check in (("replay", "replay"), ("segments", "segments.replay")):
+        proc = cli("verify", "HEAD", "--level", level, "--json", cwd=repo)
+        report = json.loads(proc.stdout)["documents"][0]
+        assert report["verdict"] == "CANNOT_VERIFY", report
+        states = {c["name"]: c["state"] for c in report["checks"]}
+        assert states["base.identity"] == "absent" and states[check] == "ok", report
