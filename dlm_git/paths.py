@@ -82,6 +82,18 @@ def _refusal(path: str) -> Unsafe | None:
     return None
 
 
+def utf8_name(name: str) -> bool:
+    """Whether a name from the file system (decoded with surrogate escapes, as `os`
+    decodes names) is valid UTF-8: the only names dlm-git records or hashes by name."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def is_safe(path: str) -> bool:
     """`problem(path) is None`."""
     return problem(path) is None

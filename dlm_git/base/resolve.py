@@ -40,6 +40,7 @@ from dlm_git.hashing import (
     sha256_file,
     tensor_root,
 )
+from dlm_git.paths import utf8_name
 from dlm_git.safeparse import load_json
 
 TOKENIZER_FILES = (
@@ -275,7 +276,7 @@ def _template_files(path: Path) -> dict[str, str]:
     found = {}
     for entry in sorted(folder.iterdir()):
         if entry.name.endswith(".jinja") and entry.is_file():
-            if not entry.name.isascii() and not _is_utf8(entry.name):
+            if not utf8_name(entry.name):
                 raise BaseModelError(
                     os.fsencode(entry).decode("utf-8", "backslashreplace"),
                     "a chat template whose name is not valid UTF-8",
@@ -283,15 +284,6 @@ def _template_files(path: Path) -> dict[str, str]:
                 )
             found[f"{CHAT_TEMPLATE_DIR}/{entry.name}"] = sha256_file(entry)
     return found
-
-
-def _is_utf8(name: str) -> bool:
-    """Whether a name from the file system decoded as UTF-8 (no surrogate escapes)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def base_identity(

@@ -51,7 +51,7 @@ from dlm_git.doc.errors import SourcesError
 from dlm_git.doc.schema import SourceSpec
 from dlm_git.doc.sections import Section, source_section, source_section_id
 from dlm_git.hashing import TextDigest, digest_text, sha256_bytes, sha256_text
-from dlm_git.paths import problem
+from dlm_git.paths import problem, utf8_name
 
 IGNORE_FILE = ".dlmignore"
 BINARY_SNIFF_BYTES = 1024
@@ -345,7 +345,7 @@ def _walk(
         entries = sorted(it, key=_sort_key)
     for entry in entries:
         rel = rel_dir + entry.name
-        if not entry.name.isascii() and not _is_utf8(entry.name):
+        if not entry.name.isascii() and not utf8_name(entry.name):
             kind = "directory" if entry.is_dir(follow_symlinks=False) else "file"
             shown = os.fsencode(prefix + rel).decode("utf-8", "backslashreplace")
             skipped.append(SkippedFile(shown, f"{kind} name is not valid UTF-8", bad_name=True))
@@ -384,15 +384,6 @@ def _collection_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _is_utf8(name: str) -> bool:
-    """Whether a name from the file system decoded as UTF-8 (no surrogate escapes)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class _Rules:

@@ -101,13 +101,13 @@ def test_only_jinja_files_of_the_folder_count_and_none_changes_an_old_digest(
     assert tokenizer_digest(base).sha256 not in (before.sha256, with_one.sha256)
 
 
-def identity_check(base: Path, tokenizer_sha256: str) -> Check:
-    """`base.identity` of a manifest recording this base with `tokenizer_sha256`."""
+def identity_check(base: Path, tokenizer_sha256: str, config_sha256: str | None = None) -> Check:
+    """`base.identity` of a manifest recording this base with `tokenizer_sha256` (and
+    `config_sha256`, where given)."""
     ident = base_identity(base, None)
-    manifest = {
-        "tokenizer_sha256": tokenizer_sha256,
-        "base": {"spec": "../b", "revision": None, "tensor_root": ident.tensor_root},
-    }
+    recorded = {"spec": "../b", "revision": None, "tensor_root": ident.tensor_root}
+    config = {"config_sha256": config_sha256} if config_sha256 is not None else {}
+    manifest = {"tokenizer_sha256": tokenizer_sha256, "base": {**recorded, **config}}
     checks = Checks()
     base_check(checks, manifest, base)
     found = checks.get("base.identity")
@@ -150,20 +150,8 @@ def test_a_changed_config_is_never_hidden_behind_an_untemplated_record(
     (base / CHAT_TEMPLATE_DIR / "default.jinja").write_text("{{ messages }}", "utf-8")
     config = json.loads((base / "config.json").read_text("utf-8"))
     (base / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 0.5}), "utf-8")
-    ident = base_identity(base, None)
-    manifest = {
-        "tokenizer_sha256": plain,
-        "base": {
-            "spec": "../b",
-            "revision": None,
-            "tensor_root": ident.tensor_root,
-            "config_sha256": recorded_config,
-        },
-    }
-    checks = Checks()
-    base_check(checks, manifest, base)
-    found = checks.get("base.identity")
-    assert found is not None and found.state is Outcome.FAILED, found
+    found = identity_check(base, plain, recorded_config)
+    assert found.state is Outcome.FAILED, found
     assert "config.json" in found.detail
 
 
