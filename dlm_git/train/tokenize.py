@@ -86,10 +86,12 @@ class RowTokenizer:
         if fast is None or fast.chat_template is None or self.template_in_file:
             templates = getattr(self.tokenizer, "chat_template", None)
             if isinstance(templates, dict) and "default" not in templates:
+                from dlm_git.base.resolve import CHAT_TEMPLATE_DIR
+
                 raise BaseModelError(
-                    str(self.base_path / "additional_chat_templates"),
+                    str(self.base_path / CHAT_TEMPLATE_DIR),
                     f"named chat templates {sorted(templates)!r:.120} and none is the default",
-                    "add additional_chat_templates/default.jinja, or a chat_template to"
+                    f"add {CHAT_TEMPLATE_DIR}/default.jinja, or a chat_template to"
                     " tokenizer_config.json",
                 )
             return str(

@@ -172,6 +172,9 @@ def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> Doc
         other_files = ""
         notes.append(UNTEMPLATED_CARD_NOTE)
     if recorded_sha is None or done.outcome.adapter_sha256 != recorded_sha:
+        unknown = _tokens_of_an_unknown_tokenizer(done)
+        if unknown is not None:
+            return _with(report, [*checks, absent("replay", unknown)], Verdict.CANNOT_VERIFY, notes)
         check, verdict, why = _compare_unequal(done, tolerance)
         return _with(report, [*checks, check], verdict, [*notes, *why])
     if other_files:
@@ -352,6 +355,36 @@ UNTEMPLATED_CARD_NOTE = (
 )
 
 
+def _identity_absent(report: DocReport) -> bool:
+    """The hash level could not compare the base (`base.identity` ABSENT)."""
+    identity = next((c for c in report.checks if c.name == "base.identity"), None)
+    return identity is not None and identity.state is Outcome.ABSENT
+
+
+def _tokens_of_an_unknown_tokenizer(done: _Replayed) -> str | None:
+    """Why other weights accuse nothing, or None: the base could not be compared (its
+    tokenizer, say: `base.identity` ABSENT) and the replay tokenized the commit's rows
+    into another stream than the recorded one, so it trained on other inputs."""
+    from dlm_git.manifest.records import read_manifest_bytes
+
+    if not _identity_absent(done.report):
+        return None
+    data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
+    try:
+        recorded = read_manifest_bytes(data, MANIFEST_NAME).tokens.root if data else None
+    except DlmGitError:
+        return None
+    replayed = done.outcome.manifest.tokens.root
+    if recorded is None or recorded == replayed:
+        return None
+    return (
+        f"replayed adapter {done.outcome.adapter_sha256[:16]} != recorded"
+        f" {str(done.report.adapter_sha256)[:16]}, from another token stream"
+        f" ({replayed[:16]} != recorded {recorded[:16]}) of a base this machine could not"
+        " compare with the record (see base.identity): other inputs, not a verdict"
+    )
+
+
 def _card_of_untemplated_record(done: _Replayed) -> bool:
     """Whether the replayed card differs from the record only by the tokenizer digest's
     rule: the hash level could not compare the tokenizer (`base.identity` ABSENT, the
@@ -360,8 +393,7 @@ def _card_of_untemplated_record(done: _Replayed) -> bool:
     from dlm_git.hashing import sha256_bytes
     from dlm_git.manifest.records import read_manifest_bytes
 
-    identity = next((c for c in done.report.checks if c.name == "base.identity"), None)
-    if identity is None or identity.state is not Outcome.ABSENT:
+    if not _identity_absent(done.report):
         return False
     data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
     try:

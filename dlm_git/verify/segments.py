@@ -67,6 +67,8 @@ def check_chain(
 
     if len(boundaries) != record.count:
         return [], f"{len(boundaries)} boundaries found, manifest records {record.count}"
+    if len(boundaries) < 2:  # a training of one step or more has its start and its end
+        return [], f"{len(boundaries)} boundaries: no segment between a start and an end"
     prev, digests = genesis_digest, list[str]()
     for step, meta_bytes, blob in boundaries:
         try:
