@@ -362,20 +362,25 @@ def _identity_absent(report: DocReport) -> bool:
 
 
 def _tokens_of_an_unknown_tokenizer(done: _Replayed) -> str | None:
-    """Why other weights accuse nothing, or None: the base could not be compared (its
-    tokenizer, say: `base.identity` ABSENT) and the replay tokenized the commit's rows
-    into another stream than the recorded one, so it trained on other inputs."""
+    """Why other weights accuse nothing, or None: the hash level could not compare the
+    base (`base.identity` ABSENT), the replay's tokenizer is not the one the record
+    names (another digest: an untemplated record's base with templates), and it
+    tokenized the commit's rows into another stream than the recorded one, so it trained
+    on other inputs. With the recorded tokenizer, other tokens are evidence as ever."""
     from dlm_git.manifest.records import read_manifest_bytes
 
     if not _identity_absent(done.report):
         return None
     data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
     try:
-        recorded = read_manifest_bytes(data, MANIFEST_NAME).tokens.root if data else None
+        manifest = read_manifest_bytes(data, MANIFEST_NAME) if data else None
     except DlmGitError:
         return None
-    replayed = done.outcome.manifest.tokens.root
-    if recorded is None or recorded == replayed:
+    ran = done.outcome.manifest
+    if manifest is None or manifest.tokenizer_sha256 == ran.tokenizer_sha256:
+        return None
+    recorded, replayed = manifest.tokens.root, ran.tokens.root
+    if recorded == replayed:
         return None
     return (
         f"replayed adapter {done.outcome.adapter_sha256[:16]} != recorded"
