@@ -6,13 +6,14 @@ like a user or CI would.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from tests.support.tensorfiles import flip_ulp, pick_tensor
 from tests.support.verdicts import assert_caught, assert_verified
-from tests.support.verified import WEIGHTS
+from tests.support.verified import SEGMENTS_OUT, WEIGHTS
 
 pytestmark = pytest.mark.slow
 
@@ -102,3 +103,35 @@ def test_a_rebound_adapter_config_is_caught_by_replay(forge: Any) -> None:
     replay = forge.verify_cli("HEAD", "--level", "replay")
     assert_caught(replay, "replay", verdicts=("MISMATCH",))
     assert "adapter_config.json differ" in replay.first_failure["detail"], replay.explain()
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+def test_a_chain_cut_to_fewer_than_two_boundaries_is_caught(forge: Any, kept: int) -> None:
+    """Every boundary but the last (`kept` 1: it is made to link to the genesis digest
+    and is the adapter's own) or none (`kept` 0) left in the segments out, the manifest's
+    count and chain root re-recorded to match: no segment is left to replay, and the
+    chain check fails it in one line (it had passed with nothing replayed, or raised)."""
+    from dlm_git.hashing import canonical_json, sha256_bytes
+    from dlm_git.train.segments import genesis
+
+    manifest = forge.manifest()
+    root = genesis(
+        manifest["config_sha256"], manifest["tokens"]["root"], manifest["base"]["tensor_root"]
+    )
+    files = forge.dir_files(SEGMENTS_OUT)
+    last = max(n for n in files if n.endswith(".json"))
+    kept_files: dict[str, bytes] = {}
+    if kept:
+        meta = {**json.loads(files[last]), "prev": root}
+        kept_files = {
+            last: canonical_json(meta),
+            last[:-5] + ".safetensors": files[last[:-5] + ".safetensors"],
+        }
+        root = sha256_bytes(kept_files[last])
+    forge.store_out(SEGMENTS_OUT, kept_files)
+    manifest["segments"] = {**manifest["segments"], "count": kept, "chain_root": root}
+    forge.write_manifest(manifest)
+    forge.commit(f"segment chain cut to {kept} boundaries")
+    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    assert_caught(result, "segments.chain", verdicts=("FAILED",))
+    assert "no segment" in result.first_failure["detail"], result.explain()
