@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import math
 import tempfile
 from collections.abc import Callable, Mapping
@@ -54,6 +55,7 @@ from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
 from dlm_git.verify.report import DocReport, Verdict, combine
 
 if TYPE_CHECKING:
+    from dlm_git.manifest.schema import Manifest
     from dlm_git.train.options import TrainOutcome
 
 
@@ -157,6 +159,18 @@ class _Replayed:
     def adapter_dir(self) -> Path:
         return self.work / "tree" / self.report.doc / ADAPTER_DIR
 
+    @functools.cached_property
+    def recorded(self) -> Manifest | None:
+        """The commit's manifest of this document, read once; None where it is absent or
+        unreadable (the hash level reports that)."""
+        from dlm_git.manifest.records import read_manifest_bytes
+
+        data = _blob(self.root, self.sha, _in_doc(self.report.doc, MANIFEST_NAME))
+        try:
+            return read_manifest_bytes(data, MANIFEST_NAME) if data else None
+        except DlmGitError:
+            return None
+
 
 def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> DocReport:
     """The replay's verdict: the same weights (with the same or other adapter files), or
@@ -164,7 +178,7 @@ def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> Doc
     setup, report, recorded_sha = done.setup, done.report, done.report.adapter_sha256
     ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
     notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
-    other_files = _other_files_differ(done.root, done.sha, report.doc, done.outcome)
+    other_files = _other_files_differ(done)
     if other_files and _older_form(done):
         other_files = ""
         notes.append(OLDER_FORM_NOTE)
@@ -298,20 +312,13 @@ def _retrain(
     return run_train(tree / doc_rel, options)
 
 
-def _other_files_differ(root: Path, sha: str, doc_rel: str, outcome: TrainOutcome) -> str:
+def _other_files_differ(done: _Replayed) -> str:
     """The adapter files other than the weights whose replayed sha256 is not the one the
     commit's manifest records (", "-joined; "" when all agree or nothing is recorded)."""
-    from dlm_git.manifest.records import read_manifest_bytes
-
-    data = _blob(root, sha, _in_doc(doc_rel, MANIFEST_NAME))
-    try:
-        recorded = read_manifest_bytes(data, MANIFEST_NAME).adapter.files if data else None
-    except DlmGitError:
-        return ""  # the hash level reports an unreadable manifest
-    if recorded is None:
-        return ""
-    before = {name: f.sha256 for name, f in recorded.items()}
-    after = {name: f.sha256 for name, f in outcome.manifest.adapter.files.items()}
+    if done.recorded is None:
+        return ""  # the hash level reports an absent or unreadable manifest
+    before = {name: f.sha256 for name, f in done.recorded.adapter.files.items()}
+    after = {name: f.sha256 for name, f in done.outcome.manifest.adapter.files.items()}
     names = sorted((set(before) | set(after)) - {ADAPTER_WEIGHTS})
     return ", ".join(n for n in names if before.get(n) != after.get(n))
 
@@ -329,13 +336,11 @@ def _older_form(done: _Replayed) -> bool:
     (`legacy_adapter_config`), has the recorded sha256. Then the replayed directory is put
     in that form, so that checks of its bytes judge what the commit records."""
     from dlm_git.hashing import sha256_bytes
-    from dlm_git.manifest.records import read_manifest_bytes
     from dlm_git.safeparse import load_json
     from dlm_git.train.adapter import legacy_adapter_config
 
-    data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
+    recorded = done.recorded.adapter.files if done.recorded is not None else {}
     try:
-        recorded = read_manifest_bytes(data, MANIFEST_NAME).adapter.files if data else {}
         config = load_json((done.adapter_dir / ADAPTER_CONFIG).read_bytes())
     except (DlmGitError, OSError, ValueError):
         return False
@@ -367,16 +372,9 @@ def _tokens_of_an_unknown_tokenizer(done: _Replayed) -> str | None:
     names (another digest: an untemplated record's base with templates), and it
     tokenized the commit's rows into another stream than the recorded one, so it trained
     on other inputs. With the recorded tokenizer, other tokens are evidence as ever."""
-    from dlm_git.manifest.records import read_manifest_bytes
-
     if not _identity_absent(done.report):
         return None
-    data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
-    try:
-        manifest = read_manifest_bytes(data, MANIFEST_NAME) if data else None
-    except DlmGitError:
-        return None
-    ran = done.outcome.manifest
+    manifest, ran = done.recorded, done.outcome.manifest
     if manifest is None or manifest.tokenizer_sha256 == ran.tokenizer_sha256:
         return None
     recorded, replayed = manifest.tokens.root, ran.tokens.root
@@ -396,15 +394,13 @@ def _card_of_untemplated_record(done: _Replayed) -> bool:
     record's digest being this base's without `additional_chat_templates/`), and the
     card with the record's digest in place of the replay's has the recorded sha256."""
     from dlm_git.hashing import sha256_bytes
-    from dlm_git.manifest.records import read_manifest_bytes
 
     if not _identity_absent(done.report):
         return False
-    data = _blob(done.root, done.sha, _in_doc(done.report.doc, MANIFEST_NAME))
+    recorded = done.recorded
     try:
-        recorded = read_manifest_bytes(data, MANIFEST_NAME) if data else None
         card = (done.adapter_dir / ADAPTER_CARD).read_bytes()
-    except (DlmGitError, OSError):
+    except OSError:
         return False
     if recorded is None or ADAPTER_CARD not in recorded.adapter.files:
         return False
