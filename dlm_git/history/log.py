@@ -103,7 +103,7 @@ def lineage(root: Path, head: str, doc: str, limit: int | None) -> Lineage:
     before = _records_before(root, infos.get(commits[-1].sha), paths)
     blob_ids = {b for s in states for b in s.values() if b} | set(before.values())
     blobs = gitio.read_blobs(blob_ids, root)
-    verdicts = known(root)
+    verdicts = known(root, [c.sha for c in commits])  # the shown commits' files only
     entries: list[LogEntry] = []
     previous = {name: blobs.get(b) for name, b in before.items()}
     scores = headline(previous.get(EVAL_NAME))  # each record is read once

@@ -40,10 +40,10 @@ def rev(forge: Any, name: str) -> str:
 
 
 def remembered(forge: Any, sha: str) -> str:
-    """The verdict this machine remembers for `sha`'s document (`verdicts.json`)."""
+    """The verdict this machine remembers for `sha`'s document (`verdicts/<sha>.json`)."""
     from dlm_git.verify.verdicts import known
 
-    return str(known(forge.root)[sha][DOC]["verdict"])
+    return str(known(forge.root, [sha])[sha][DOC]["verdict"])
 
 
 def edit_document(forge: Any) -> str:

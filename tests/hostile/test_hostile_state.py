@@ -154,7 +154,8 @@ def test_verify_remembers_in_the_git_dir(repo: Path, outside: Path) -> None:
     result = dlm_git(repo, "verify", "HEAD")
     assert result.code == 0, result.stdout + result.stderr
     assert_untouched(outside, repo, ".dlm-git")
-    assert (repo / STATE / "verdicts.json").is_file()
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert (repo / STATE / "verdicts" / f"{head}.json").is_file()
 
 
 @pytest.mark.parametrize(

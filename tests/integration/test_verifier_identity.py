@@ -120,20 +120,20 @@ def test_log_shows_the_verifier_of_a_remembered_verdict(forge: Any) -> None:
 
 
 def remembered(forge: Any) -> Path:
-    """This machine's verdicts file, where git puts the repository's local state."""
+    """This machine's verdicts file for HEAD, where git puts the repository's local state."""
     root: Path = forge.root
-    return root / git(root, "rev-parse", "--git-path", "dlm-git/verdicts.json").strip()
+    head = git(root, "rev-parse", "HEAD").strip()
+    return root / git(root, "rev-parse", "--git-path", f"dlm-git/verdicts/{head}.json").strip()
 
 
 def rewrite_verifiers(forge: Any, verifier: object) -> None:
     """Every remembered entry's verifier replaced by `verifier` (None: removed, as a
     dlm-git before the verifier's identity wrote it)."""
     store = json.loads(remembered(forge).read_bytes())
-    for docs in store.values():
-        for entry in docs.values():
-            entry.pop("verifier")
-            if verifier is not None:
-                entry["verifier"] = verifier
+    for entry in store["documents"].values():
+        entry.pop("verifier")
+        if verifier is not None:
+            entry["verifier"] = verifier
     remembered(forge).write_bytes(canonical_json(store))
 
 
