@@ -8,6 +8,9 @@ Invariants:
   shape `shapes.manifest_problem` accepts. Nothing is unpickled: tensors are read
   through dlm-git's own safetensors header parser, and files through `fsutil` (a FIFO
   is one line, never a wait).
+- `adapter.files` admits the names a training writes only (`layout.ADAPTER_FILES`; a
+  record from before the card lacks `README.md`): any other file is refused even where
+  the manifest and dvc.lock bind it (a signature signs the known names only).
 - `adapter.files` and `adapter.sha256` are the pre-commit hook's too; the hook passes its
   stat-keyed hash cache as the hasher. The tensor, structure and base checks need more
   reading and run at the hash level of `verify`.
@@ -27,7 +30,13 @@ from dlm_git.docat import AdapterAt, prefix_of
 from dlm_git.dvcfiles import dir_listing, dir_md5, lock_outs, md5_file
 from dlm_git.fsutil import MAX_RECORD_BYTES, read_regular
 from dlm_git.hashing import SafetensorsDigest, digest_safetensors, sha256_file
-from dlm_git.layout import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS, MANIFEST_NAME
+from dlm_git.layout import (
+    ADAPTER_CONFIG,
+    ADAPTER_DIR,
+    ADAPTER_FILES,
+    ADAPTER_WEIGHTS,
+    MANIFEST_NAME,
+)
 from dlm_git.safeparse import dig, load_json
 
 if TYPE_CHECKING:
@@ -51,6 +60,12 @@ def file_checks(
             raise CheckFailed(
                 f"adapter files {names} differ from {MANIFEST_NAME}'s {expected}"
                 f" (extra: {extra}, missing: {missing})"
+            )
+        unknown = sorted(set(names) - set(ADAPTER_FILES))
+        if unknown:
+            raise CheckFailed(
+                f"adapter file {unknown[0]!r:.60} is none a training writes"
+                f" ({', '.join(ADAPTER_FILES)}): refused, though {MANIFEST_NAME} records it"
             )
         return f"{len(names)} files"
 
@@ -105,6 +120,8 @@ def _tensors(manifest: dict[str, Any], adapter: AdapterAt, digest: SafetensorsDi
     if path is None or not path.is_file():
         raise CheckFailed(f"no {ADAPTER_WEIGHTS} in the adapter")
     digest = digest or digest_safetensors(path)  # adapter.sha256 failed before reading it
+    # names are unique on both sides (the header parser's and the shape's `keyed` rule), so
+    # neither mapping hides an entry
     actual = {t.name: (t.dtype, list(t.shape), t.digest) for t in digest.tensors}
     expected = {t["name"]: (t["dtype"], t["shape"], t["digest"]) for t in recorded["tensors"]}
     if set(actual) != set(expected):

@@ -10,6 +10,10 @@ Invariants:
   missing, unreadable or of the wrong shape fails, never passes. Text inputs (the
   `.dlm`, the lock) are hashed as git stores them (`outcome.expect_text`).
 - A document directory without exactly one `.dlm` fails `doc.sha256`, naming how many.
+- No recorded field switches what another check compares: the base's kind, which
+  decides whether `lock.versions` re-derives the tiny base's revision, is read from the
+  base spec (`spec_kind`), and a recorded `base.kind` that is not the spec's fails
+  `doc.base_model`.
 - `params.training` compares params.yaml's overrides with the manifest as
   `train.assemble.effective_config` records them: what it resolves (`auto` target
   modules and precision) or leaves out (numerics, segment_every; gradient_checkpointing
@@ -138,7 +142,7 @@ def lock_versions(manifest: dict[str, Any], lock: dict[str, Any]) -> str:
     torch_v = versions.get("torch")
     if not isinstance(torch_v, str) or not version_major(torch_v).isdigit():
         raise CheckFailed(f"pinned_versions.torch: {torch_v!r} is not a torch version")
-    if manifest["base"]["kind"] != "builtin":
+    if spec_kind(manifest["base"]["spec"]) != "builtin":  # the spec's, never the record's word
         return f"torch {torch_v}"
     # The builtin base's revision names the library versions that built it, which are the
     # versions that trained the adapter: the lock must agree with it.
@@ -166,7 +170,8 @@ def doc_sha256(doc: DocAt, manifest: dict[str, Any]) -> str:
 
 def doc_base_model(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) -> str:
     """The records name the base the `.dlm`'s frontmatter names (read without the
-    schema; `builtin:tiny` when absent)."""
+    schema; `builtin:tiny` when absent), and the manifest's `base.kind` is that spec's
+    kind (the kind is never taken from the record: `lock.versions` reads the spec's)."""
     if doc.dlm is None:
         raise CheckFailed("the .dlm document is missing")
     written = peek_base_model(doc.dlm)
@@ -182,7 +187,26 @@ def doc_base_model(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) -
             f"{doc.dlm_name} trains on base_model {written!r} but its records name another"
             f" base: {' and '.join(wrong)}"
         )
+    kind = spec_kind(written)
+    if kind is not None and manifest["base"]["kind"] != kind:
+        raise CheckFailed(
+            f"{MANIFEST_NAME} base.kind {manifest['base']['kind']!r:.40} is not the kind of"
+            f" base_model {written!r} ({kind}): a training records its spec's kind"
+        )
     return written
+
+
+def spec_kind(spec: str) -> str | None:
+    """The kind of base `spec` names (`builtin`, `hf`, `local`: `base.spec.parse_base_spec`,
+    the rule training resolves it by); None for a spec that names no base this dlm-git
+    knows (the document's own checks say so)."""
+    from dlm_git.base.errors import BaseModelError
+    from dlm_git.base.spec import parse_base_spec
+
+    try:
+        return parse_base_spec(spec).kind
+    except BaseModelError:
+        return None
 
 
 def config_digest(manifest: dict[str, Any]) -> str:

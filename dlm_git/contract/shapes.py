@@ -4,7 +4,12 @@ Invariants:
 - `manifest_problem` accepts exactly the shape `manifest.schema.Manifest` (v1) gives a
   manifest dlm-git writes: every required key, no other key, each value of its kind
   (a string, a count that is an `int` and not a `bool`, a list or a mapping of records of
-  their own shape). Anything else is a malformed record, named by its path.
+  their own shape). Anything else is a malformed record, named by its path. Two rules
+  the schema has beyond kinds are held here too, so that the hash level never passes a
+  manifest the replay cannot read: a value of kind `any` is at most
+  `validated.MAX_ANY_DEPTH` lists/objects deep (the schema's one bound), and a list
+  keyed by a field (`("keyed", ...)`: the adapter's tensors by name) names each key once:
+  the checks read it as a mapping, where a second entry would hide the first.
 - Callers read a manifest that passed it with plain indexing: the record checks, the
   adapter checks, the hooks and `log` all judge the same dict. Nothing heavy is
   imported (the git hooks use it).
@@ -17,12 +22,14 @@ from typing import Any
 
 from dlm_git.errors import DlmGitError
 from dlm_git.safeparse import load_json
+from dlm_git.validated import MAX_ANY_DEPTH
 
 STR, INT, OPT_STR, NUM, BOOL = "str", "int", "str?", "num", "bool"
 Shape = Mapping[str, object]
 """key -> kind: `STR`, `INT`, `OPT_STR`, `NUM` (an int or float, not a bool), `BOOL`, a
-nested `Shape`, `("list", kind)`, `("map", kind)` or `("any", None)`; a key written
-`key?` may be absent."""
+nested `Shape`, `("list", kind)`, `("keyed", (key, shape))` (a list of records of
+`shape`, no two with the same `key`), `("map", kind)` or `("any", None)` (any JSON value
+at most `MAX_ANY_DEPTH` deep); a key written `key?` may be absent."""
 
 SOURCE: Shape = {"relpath": STR, "sha256": STR, "size": INT}
 TENSOR: Shape = {"name": STR, "dtype": STR, "shape": ("list", INT), "digest": STR}
@@ -48,7 +55,7 @@ MANIFEST: Shape = {
     "adapter": {
         "files": ("map", {"sha256": STR, "size": INT}),
         "tensor_root": STR,
-        "tensors": ("list", TENSOR),
+        "tensors": ("keyed", ("name", TENSOR)),
     },
     "training": {
         "steps": INT,
@@ -102,7 +109,9 @@ def _problem(value: object, kind: object, where: str) -> str | None:
     assert isinstance(kind, tuple)
     tag, inner = kind
     if tag == "any":
-        return None
+        return _too_deep(value, where)
+    if tag == "keyed":
+        return _keyed(value, inner, where)
     if tag == "literal":
         return (
             None
@@ -120,6 +129,38 @@ def _problem(value: object, kind: object, where: str) -> str | None:
     if not isinstance(value, dict):
         return _wrong(where, value, "an object")
     return next((p for k, v in value.items() if (p := _problem(v, inner, f"{where}.{k}"))), None)
+
+
+def _too_deep(value: object, where: str) -> str | None:
+    """Why `value` nests more than `MAX_ANY_DEPTH` lists/objects (the schema's bound on a
+    value of kind `Any`, `validated._any`, measured alike: level by level, no recursion)."""
+    level = [value] if isinstance(value, dict | list) else []
+    for _ in range(MAX_ANY_DEPTH):
+        level = [
+            inner
+            for outer in level
+            for inner in (outer.values() if isinstance(outer, dict) else outer)
+            if isinstance(inner, dict | list)
+        ]
+    if not level:
+        return None
+    return f"{where} is nested more than {MAX_ANY_DEPTH} levels deep (no dlm-git writes it)"
+
+
+def _keyed(value: object, inner: object, where: str) -> str | None:
+    """A list of records (`inner`: their key and shape), each key once."""
+    assert isinstance(inner, tuple)
+    key, shape = inner
+    problem = _problem(value, ("list", shape), where)
+    if problem is not None:
+        return problem
+    assert isinstance(value, list)
+    first: dict[object, int] = {}
+    for i, record in enumerate(value):
+        at = first.setdefault(record[key], i)
+        if at != i:
+            return f"{where}[{i}].{key}: {record[key]!r:.60} is listed twice (also [{at}])"
+    return None
 
 
 def _record(value: object, shape: Shape, where: str) -> str | None:

@@ -95,7 +95,8 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         ERROR,
         "`manifest.json` exists and has the shape of a"
-        " manifest (v1), field by field (`contract.shapes`)",
+        " manifest (v1), field by field (`contract.shapes`): free-form values at most"
+        " 64 levels deep (the schema's bound), each tensor name listed once",
     ),
     Rule(
         "lock.parse",
@@ -127,7 +128,8 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         ERROR,
         "`pinned_versions.torch` is a version; for"
-        " builtin:tiny the base revision re-derived from the pinned versions = the lock's",
+        " builtin:tiny (the kind of `manifest.base.spec`, never the recorded `base.kind`)"
+        " the base revision re-derived from the pinned versions = the lock's",
     ),
     Rule(
         "doc.sha256",
@@ -141,7 +143,8 @@ TABLE: tuple[Rule, ...] = (
         Runs.BOTH,
         ERROR,
         ERROR,
-        "the `.dlm`'s `base_model` = `lock.base_model` = `manifest.base.spec`",
+        "the `.dlm`'s `base_model` = `lock.base_model` = `manifest.base.spec`, and"
+        " `manifest.base.kind` = that spec's kind",
     ),
     Rule(
         "config.digest",
@@ -180,7 +183,8 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         ERROR,
         "the adapter directory (the DVC cache at the md5"
-        " `dvc.lock` names) holds exactly the files the manifest names",
+        " `dvc.lock` names) holds exactly the files the manifest names, each one a"
+        " training writes (weights, `adapter_config.json`, the card `README.md`)",
     ),
     Rule(
         "adapter.sha256",

@@ -61,14 +61,15 @@ def versions_as_head(
     records: Records, head_lock: dict[str, Any] | None, head_record: dict[str, Any] | None
 ) -> bool:
     """`lock.versions` is a function of the lock's pinned versions and base revision and
-    the manifest's base kind: when all three are HEAD's, HEAD's record vouches for it (it
-    was checked when HEAD was committed), and its base spec need not be built again."""
+    the manifest's base spec (its kind): when all three are HEAD's, HEAD's record vouches
+    for it (it was checked when HEAD was committed), and its base spec need not be built
+    again."""
     lock = records.lock
     if lock is None or head_lock is None or head_record is None:
         return False
     same = ("pinned_versions", "base_model_revision")
     return all(lock[k] == head_lock[k] for k in same) and (
-        records.manifest["base"]["kind"] == head_record["base"]["kind"]
+        records.manifest["base"]["spec"] == head_record["base"]["spec"]
     )
 
 
