@@ -21,6 +21,14 @@ Invariants:
   commit, never a default): then `WITHIN_TOLERANCE` or `MISMATCH`.
 - One document's malformed record fails that document only: every document gets its own
   verdict.
+- Never a pass where nothing was compared: BITWISE needs the recorded weights' bytes
+  back, the other adapter files the manifest records and every claim of the manifest a
+  bitwise replay reproduces (`verify.replay_claims`: a field that differs is a FAILED
+  `replay`, MISMATCH, naming it). A commit's manifest that does not read here, or that
+  records no weights sha256, compares nothing: `replay` ABSENT (the hash level's FAILED
+  stays the verdict).
+- A base here that the hash level found not to be the recorded one (`base.identity`
+  FAILED) is not replayed on: `replay` ABSENT, the verdict the hash level's FAILED.
 - After a bitwise replay, a commit's eval record is re-made and compared
   (`verify.eval_replay`, check `eval.replay`): FAILED where bits are expected and it
   differs, CANNOT_VERIFY where they are not or the evaluation cannot run here.
@@ -52,6 +60,7 @@ from dlm_git.numerics.judge import expect_bits
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.eval_replay import replay_eval, with_eval
 from dlm_git.verify.profile import Setup, recorded_setup, where_it_runs
+from dlm_git.verify.replay_claims import describe, differing_claims
 from dlm_git.verify.report import DocReport, Verdict, combine
 
 if TYPE_CHECKING:
@@ -117,9 +126,13 @@ def _replayable(
     """The commit's lock and the setup it records, checked before anything is launched
     (`checks` gets replay.versions and replay.profile); the document's report when there
     is nothing to replay: a missing or malformed lock, another torch major, a profile
-    this machine cannot run."""
+    this machine cannot run, a base here that is not the recorded one."""
     from dlm_git.lock.io import parse_lock_json
 
+    nothing = _nothing_to_compare(report)
+    if nothing is not None:  # the hash level's FAILED stays the verdict
+        checks.append(absent("replay", nothing))
+        return _with(report, checks, Verdict.CANNOT_VERIFY, [])
     lock_bytes = _blob(root, sha, _in_doc(report.doc, LOCK_NAME))
     if lock_bytes is None:
         checks.append(failed("replay", "no dlm.lock to replay against"))
@@ -140,6 +153,24 @@ def _replayable(
         return _with(report, checks, Verdict.FAILED if malformed else Verdict.CANNOT_VERIFY, [])
     checks.append(passed("replay.profile", setup.describe()))
     return lock, setup
+
+
+def _nothing_to_compare(report: DocReport) -> str | None:
+    """Why a replay here could compare nothing with the commit (None: it can): the commit
+    records no weights sha256, or the base here is known not to be the recorded one."""
+    if report.adapter_sha256 is None:
+        return NO_RECORD
+    return OTHER_BASE if _identity(report) is Outcome.FAILED else None
+
+
+NO_RECORD = (
+    "not replayed: the commit records no adapter weights sha256 to compare a replay with"
+    " (see the hash level's checks)"
+)
+OTHER_BASE = (
+    "not replayed: the base on this machine is not the one the commit records (see"
+    " base.identity), so a replay would train on other inputs and compare nothing"
+)
 
 
 @dataclass(frozen=True)
@@ -173,29 +204,22 @@ class _Replayed:
 
 
 def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> DocReport:
-    """The replay's verdict: the same weights (with the same or other adapter files), or
-    weights that differ (`_compare_unequal`)."""
+    """The replay's verdict: the same weights (with the same or other adapter files and
+    claims, `_besides_the_weights`), or weights that differ (`_compare_unequal`)."""
     setup, report, recorded_sha = done.setup, done.report, done.report.adapter_sha256
     ranks = f" on {setup.nproc} ranks" if setup.nproc > 1 else ""
     notes = [f"replayed under {setup.profile.name} with threads={setup.threads}{ranks}"]
-    other_files = _other_files_differ(done)
-    if other_files and _older_form(done):
-        other_files = ""
-        notes.append(OLDER_FORM_NOTE)
-    if other_files == ADAPTER_CARD and _card_of_untemplated_record(done):
-        other_files = ""
-        notes.append(UNTEMPLATED_CARD_NOTE)
-    if recorded_sha is None or done.outcome.adapter_sha256 != recorded_sha:
+    assert recorded_sha is not None  # `_replayable` replays nothing without it
+    if done.outcome.adapter_sha256 != recorded_sha:
         unknown = _tokens_of_an_unknown_tokenizer(done)
         if unknown is not None:
             return _with(report, [*checks, absent("replay", unknown)], Verdict.CANNOT_VERIFY, notes)
         check, verdict, why = _compare_unequal(done, tolerance)
         return _with(report, [*checks, check], verdict, [*notes, *why])
-    if other_files:
-        # Same weights, another config: the config is a pure function of the
-        # document, so this difference is evidence, whatever the profile.
-        detail = f"weights identical but {other_files} differ from the record"
-        return _with(report, [*checks, failed("replay", detail)], Verdict.MISMATCH, notes)
+    held = _besides_the_weights(done, notes)
+    if held is not None:
+        verdict = Verdict.MISMATCH if held.state is Outcome.FAILED else Verdict.CANNOT_VERIFY
+        return _with(report, [*checks, held], verdict, notes)
     if report.verdict == Verdict.CANNOT_VERIFY and _adapter_absent_only(report):
         # The replay supplies the bytes the DVC cache lacks: check them as the
         # hash level checks a cached adapter (manifest, dvc.lock, LoRA structure).
@@ -208,6 +232,36 @@ def _judge(done: _Replayed, checks: list[Check], tolerance: float | None) -> Doc
     )
     checks += [evaluated] if evaluated is not None else []
     return _with(report, checks, with_eval(verdict, evaluated), notes)
+
+
+def _besides_the_weights(done: _Replayed, notes: list[str]) -> Check | None:
+    """The weights came back: the `replay` check that stops the pass, or None. ABSENT
+    where the commit's manifest does not read here (nothing else compared); FAILED where
+    another adapter file (older-form and untemplated-card records excused, `notes` says
+    so) or a claim of the manifest (`replay_claims`) is not the replay's."""
+    recorded = done.recorded
+    if recorded is None:
+        return absent("replay", f"weights identical but {UNREAD_MANIFEST}")
+    other_files = _other_files_differ(done, recorded)
+    if other_files and _older_form(done):
+        other_files = ""
+        notes.append(OLDER_FORM_NOTE)
+    if other_files == ADAPTER_CARD and _card_of_untemplated_record(done):
+        other_files = ""
+        notes.append(UNTEMPLATED_CARD_NOTE)
+    if other_files:
+        # Same weights, another config: the config is a pure function of the
+        # document, so this difference is evidence, whatever the profile.
+        return failed("replay", f"weights identical but {other_files} differ from the record")
+    claims = differing_claims(recorded, done.outcome.manifest, _identity_ok(done.report))
+    # Same weights from the same inputs: each claim is the replay's, or not true.
+    return failed("replay", describe(claims)) if claims else None
+
+
+UNREAD_MANIFEST = (
+    "the commit's manifest.json does not read here (see the hash level's checks): its other"
+    " adapter files and its claims were not compared"
+)
 
 
 def _expectation(done: _Replayed) -> Any:
@@ -312,12 +366,10 @@ def _retrain(
     return run_train(tree / doc_rel, options)
 
 
-def _other_files_differ(done: _Replayed) -> str:
+def _other_files_differ(done: _Replayed, recorded: Manifest) -> str:
     """The adapter files other than the weights whose replayed sha256 is not the one the
-    commit's manifest records (", "-joined; "" when all agree or nothing is recorded)."""
-    if done.recorded is None:
-        return ""  # the hash level reports an absent or unreadable manifest
-    before = {name: f.sha256 for name, f in done.recorded.adapter.files.items()}
+    commit's manifest (`recorded`) records (", "-joined; "" when all agree)."""
+    before = {name: f.sha256 for name, f in recorded.adapter.files.items()}
     after = {name: f.sha256 for name, f in done.outcome.manifest.adapter.files.items()}
     names = sorted((set(before) | set(after)) - {ADAPTER_WEIGHTS})
     return ", ".join(n for n in names if before.get(n) != after.get(n))
@@ -360,10 +412,21 @@ UNTEMPLATED_CARD_NOTE = (
 )
 
 
+def _identity(report: DocReport) -> Outcome | None:
+    """What the hash level found comparing this machine's base with the record
+    (`base.identity`; None: not checked)."""
+    identity = next((c for c in report.checks if c.name == "base.identity"), None)
+    return identity.state if identity is not None else None
+
+
 def _identity_absent(report: DocReport) -> bool:
     """The hash level could not compare the base (`base.identity` ABSENT)."""
-    identity = next((c for c in report.checks if c.name == "base.identity"), None)
-    return identity is not None and identity.state is Outcome.ABSENT
+    return _identity(report) is Outcome.ABSENT
+
+
+def _identity_ok(report: DocReport) -> bool:
+    """The hash level found this machine's base to be the recorded one."""
+    return _identity(report) is Outcome.OK
 
 
 def _tokens_of_an_unknown_tokenizer(done: _Replayed) -> str | None:
