@@ -308,6 +308,13 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         "the segment-boundary chain is whole and ends at the adapter",
     ),
+    Rule(
+        "segments.start",
+        Runs.LEVEL,
+        ERROR,
+        ERROR,
+        "boundary 0 = the start training makes from the seed",
+    ),
     Rule("segments.replay", Runs.LEVEL, ERROR, ERROR, "a sampled segment replays byte for byte"),
 )
 

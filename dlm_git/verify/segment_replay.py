@@ -11,12 +11,20 @@ Invariants:
 - Each segment is replayed from a fresh model (`dlm_git.train.assemble.build_model`) and
   loop (`loop_config`, as training builds them); a divergence names the first step
   whose loss differs (or the boundary step, if only the final update differs).
+- The chain's start is never taken from the commit: boundary 0 is compared with the
+  start training makes from the seed (`train_loop` run to its step-0 boundary, no
+  optimizer step), whatever segments are sampled.
+- A boundary to restore that no training could have captured is `Found.REFUSED` (a bad
+  record, whatever the profile); other bytes from a replay are `Found.DIVERGED` (judged
+  by the caller against whether bits were expected); a re-tokenized stream other than
+  the manifest's is `OtherStream` (judged by the caller against the hash level).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +36,53 @@ from dlm_git.numerics.plan import Plan
 from dlm_git.verify.profile import Setup
 
 if TYPE_CHECKING:
+    from peft import PeftModel
+
     from dlm_git.doc.schema import TrainingConfig
     from dlm_git.manifest.schema import Manifest
+    from dlm_git.train.loop import LoopConfig
     from dlm_git.train.pipeline import TokenizeResult
     from dlm_git.train.segments import Boundary
+
+
+class Found(StrEnum):
+    """What replaying a boundary found."""
+
+    SAME = "same"  # the recorded bytes came back
+    DIVERGED = "diverged"  # other bytes: evidence only where bits are expected
+    REFUSED = "refused"  # the boundary to start from is no state training captures
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One replay's finding: its check (`segments.start`, `segments.replay`), what it
+    found, and in words."""
+
+    check: str
+    found: Found
+    detail: str
+
+
+@dataclass(frozen=True)
+class Replays:
+    """Every replay's finding (the start first, then the sampled segments), and whether
+    this run expected the recorded bits."""
+
+    found: list[Replayed]
+    expectation: Expectation
+
+
+class OtherStream(DlmGitError):
+    """The commit's rows, re-tokenized here, are not the manifest's token stream."""
+
+    def __init__(self, recorded: str, replayed: str, tokenizer_sha256: str) -> None:
+        super().__init__(
+            "segments",
+            f"re-tokenized stream {replayed[:16]} differs from the manifest's token root"
+            f" {recorded[:16]}",
+        )
+        self.tokenizer_sha256 = tokenizer_sha256
+        """The digest of the tokenizer that made the replayed stream."""
 
 
 def replay_segments(
@@ -44,16 +95,17 @@ def replay_segments(
     digests: list[str],
     picks: list[int],
     work: Path,
-) -> tuple[list[tuple[int, str | None]], Expectation]:
-    """Replay the segments `picks` of the commit's chain (`boundaries`, their `digests`)
-    under the recorded setup: (index, None or where it diverged) each, and whether bits
-    were expected."""
+) -> Replays:
+    """Compare the chain's start with the seeded one, then replay the segments `picks`
+    of the commit's chain (`boundaries`, their `digests`) under the recorded setup: what
+    each found, and whether bits were expected."""
     from dlm_git.base.resolve import resolve_base
     from dlm_git.doc.load import load_document
     from dlm_git.doc.sources import Outside
     from dlm_git.numerics.prepare import prepare
     from dlm_git.train.doc_params import doc_key, read_doc_params, with_params
     from dlm_git.train.pipeline import tokenize_document
+    from dlm_git.train.segments import genesis
     from dlm_git.train.smoke import recorded_max_steps, smoke_flags, with_max_steps
     from dlm_git.versions import pinned_versions
 
@@ -82,9 +134,14 @@ def replay_segments(
     )
     tok = tokenize_document(loaded, resolved, use_cache=False)
     if tok.stream_root != manifest.tokens.root:
-        raise DlmGitError("segments", "re-tokenized stream differs from the manifest's token root")
+        raise OtherStream(manifest.tokens.root, tok.stream_root, resolved.tokenizer_sha256)
+    if not tok.sequences:
+        raise DlmGitError("segments", "the commit's document has no training sequences")
     replay = Replay(resolved.path, training, device, tok)
-    return [(i, replay.segment(i, boundaries, digests)) for i in picks], expectation
+    start = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
+    found = [replay.start(boundaries[0], digests[0], start)]
+    found += [replay.segment(i, boundaries, digests) for i in picks]
+    return Replays(found, expectation)
 
 
 @dataclass(frozen=True)
@@ -97,41 +154,100 @@ class Replay:
     device: str
     tok: TokenizeResult
 
-    def segment(self, index: int, boundaries: list[Boundary], digests: list[str]) -> str | None:
-        """Restore boundary `index - 1` into a fresh model, train to boundary `index`:
-        None when it comes back byte for byte, else where it diverged."""
-        from safetensors.numpy import load
+    def start(self, first: Boundary, digest: str, genesis_digest: str) -> Replayed:
+        """The state training starts from (a fresh model, `train_loop` run to its step-0
+        boundary), encoded as training encodes it and compared with the commit's first
+        boundary (`digest`)."""
+        from dlm_git.train.loop import train_loop
+        from dlm_git.train.segments import capture, encode_boundary
 
+        model, cfg = self._fresh()
+        taken: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        train_loop(
+            model,
+            self.tok.sequences,
+            cfg,
+            boundary_every=1,
+            on_boundary=lambda _step, m, t, _result: taken.append(capture(m, t)),
+            stop_at=0,
+        )
+        blob, data, mine = encode_boundary(*taken[0], [], genesis_digest)
+        if mine == digest:
+            return Replayed("segments.start", Found.SAME, "boundary 0 is the seeded start")
+        differs = _difference(first, (0, data, blob))
+        detail = f"boundary 0 is not the start training makes from the seed: {differs} differs"
+        return Replayed("segments.start", Found.DIVERGED, detail)
+
+    def segment(self, index: int, boundaries: list[Boundary], digests: list[str]) -> Replayed:
+        """Restore boundary `index - 1` into a fresh model, train to boundary `index` and
+        compare."""
         from dlm_git.hashing import float_hex
+        from dlm_git.train.loop import make_trainer, train_loop
+        from dlm_git.train.segments import (
+            BoundaryError,
+            capture,
+            encode_boundary,
+            parse_meta,
+            read_tensors,
+            restore,
+        )
+
+        start_step, start_meta, start_blob = boundaries[index - 1]
+        end_step, end_meta, _ = boundaries[index]
+        what = f"segment {index} (steps {start_step + 1}-{end_step})"
+        model, cfg = self._fresh()
+        trainer = make_trainer(model, len(self.tok.sequences), cfg)
+        try:
+            restore(model, trainer, read_tensors(start_step, start_blob), parse_meta(start_meta))
+        except BoundaryError as exc:
+            return Replayed("segments.replay", Found.REFUSED, f"{what}: {exc.one_line()}")
+        result = train_loop(model, self.tok.sequences, cfg, trainer=trainer, stop_at=end_step)
+        tensors, scalars = capture(model, trainer)
+        _, _, digest = encode_boundary(tensors, scalars, result.losses, digests[index - 1])
+        if digest == digests[index]:
+            return Replayed("segments.replay", Found.SAME, f"{what} bitwise identical")
+        recorded = parse_meta(end_meta).get("losses_hex") or []
+        replayed = [float_hex(v) for v in result.losses]
+        pairs = enumerate(zip(recorded, replayed, strict=False))
+        first = next((i for i, (a, b) in pairs if a != b), None)
+        step = start_step + 1 + first if first is not None else end_step
+        detail = f"{what} diverges; first divergent step {step}"
+        return Replayed("segments.replay", Found.DIVERGED, detail)
+
+    def _fresh(self) -> tuple[PeftModel, LoopConfig]:
+        """A model with fresh LoRA layers from the seed and the loop's configuration, as
+        training builds them."""
         from dlm_git.train.assemble import (
             build_model,
             loop_config,
             quiet_libraries,
             resolve_precision,
         )
-        from dlm_git.train.loop import make_trainer, train_loop
-        from dlm_git.train.segments import capture, encode_boundary, parse_meta, restore
 
-        start_step, start_meta, start_blob = boundaries[index - 1]
-        end_step, end_meta, _ = boundaries[index]
-        training, device, tok = self.training, self.device, self.tok
+        training, device = self.training, self.device
         quiet_libraries()  # no loading bars or advisory warnings in a verify's output
         model, _ = build_model(self.base, training, device)
         precision = resolve_precision(training.precision, device)
-        cfg = loop_config(training, device, precision, tok.pad_id)
-        trainer = make_trainer(model, len(tok.sequences), cfg)
-        restore(model, trainer, load(start_blob), parse_meta(start_meta))
-        result = train_loop(model, tok.sequences, cfg, trainer=trainer, stop_at=end_step)
-        tensors, scalars = capture(model, trainer)
-        _, _, digest = encode_boundary(tensors, scalars, result.losses, digests[index - 1])
-        if digest == digests[index]:
-            return None
-        recorded = parse_meta(end_meta).get("losses_hex") or []
-        replayed = [float_hex(v) for v in result.losses]
-        pairs = enumerate(zip(recorded, replayed, strict=False))
-        first = next((i for i, (a, b) in pairs if a != b), None)
-        step = start_step + 1 + first if first is not None else end_step
-        return (
-            f"segment {index} (steps {start_step + 1}-{end_step}) diverges;"
-            f" first divergent step {step}"
-        )
+        return model, loop_config(training, device, precision, self.tok.pad_id)
+
+
+def _difference(recorded: Boundary, rebuilt: Boundary) -> str:
+    """The first tensor (by name) or else JSON field in which two boundaries differ."""
+    from dlm_git.train.segments import BoundaryError, parse_meta, read_tensors
+
+    try:
+        theirs = read_tensors(recorded[0], recorded[2])
+    except BoundaryError:
+        return "its tensors file"
+    mine = read_tensors(rebuilt[0], rebuilt[2])
+    for name in sorted(set(theirs) | set(mine)):
+        a, b = theirs.get(name), mine.get(name)
+        if (
+            a is None
+            or b is None
+            or (a.dtype, a.shape, a.tobytes()) != (b.dtype, b.shape, b.tobytes())
+        ):
+            return f"tensor {name!r}"
+    fields, ours = parse_meta(recorded[1]), parse_meta(rebuilt[1])
+    keys = sorted(set(fields) | set(ours), key=str)
+    return next((f"field {k!r}" for k in keys if fields.get(k) != ours.get(k)), "its JSON")

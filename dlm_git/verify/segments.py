@@ -1,10 +1,19 @@
 """Segment verification: check the whole boundary chain, replay K sampled segments.
 
 Invariants:
-- The chain is always checked in full: every boundary's tensors file matches the sha256
-  its JSON records, every `prev` is the digest of the boundary before (the first is the
-  genesis digest of config, token stream and base), the last digest is the manifest's
-  chain root, and the last boundary's LoRA tensors are the adapter's.
+- The chain is always checked in full: it starts at step 0, every boundary is one
+  training writes (`dlm_git.train.segments`: names, field kinds, RNG sizes, positions),
+  its tensors file matches the sha256 its JSON records, every `prev` is the digest of
+  the boundary before (the first is the genesis digest of config, token stream and
+  base), the last digest is the manifest's chain root, and the last boundary's LoRA
+  tensors are the adapter's.
+- Where replays run, the chain's start is compared with the seeded start
+  (`segments.start`) whatever the sample, as a sampled segment is: FAILED where bits are
+  expected, ABSENT where not. A boundary to restore that no training captures, and a
+  re-tokenized stream other than the manifest's, are FAILED whatever the profile (the
+  stream ABSENT only where the hash level could not compare the base and this base's
+  tokenizer is another, as for a full replay). Nothing is replayed on a base the hash
+  level found other than the recorded one (`base.identity` FAILED): ABSENT.
 - K segments are drawn with a `random.Random(seed)`; the seed is fresh unless given and
   is always printed, so a run can be repeated (`--seed`).
 - A replayed segment must reproduce its end boundary byte for byte; on a mismatch the
@@ -38,12 +47,11 @@ from dlm_git.hashing import sha256_bytes
 from dlm_git.layout import ADAPTER_WEIGHTS, LOCK_NAME, MANIFEST_NAME, SEGMENTS_DIR
 from dlm_git.manifest.records import read_manifest_bytes
 from dlm_git.numerics.activate import apply_to, can_run_in_process
-from dlm_git.numerics.judge import Expectation
-from dlm_git.numerics.plan import plan
+from dlm_git.numerics.plan import Plan, plan
 from dlm_git.verify.commit import assemble_adapter
 from dlm_git.verify.profile import Setup, recorded_setup
 from dlm_git.verify.report import DocReport, Verdict, combine
-from dlm_git.verify.segment_replay import replay_segments
+from dlm_git.verify.segment_replay import Found, OtherStream, Replays, replay_segments
 
 if TYPE_CHECKING:
     from dlm_git.manifest.schema import Manifest, SegmentsRecord
@@ -61,14 +69,14 @@ def check_chain(
     adapter_dir: Path,
 ) -> tuple[list[str], str | None]:
     """Digests in order, or the first problem found (`record`: the manifest's)."""
-    from safetensors.numpy import load, load_file
-
-    from dlm_git.train.segments import adapter_name, parse_meta
+    from dlm_git.train.segments import parse_meta, record_problem
 
     if len(boundaries) != record.count:
         return [], f"{len(boundaries)} boundaries found, manifest records {record.count}"
     if len(boundaries) < 2:  # a training of one step or more has its start and its end
         return [], f"{len(boundaries)} boundaries: no segment between a start and an end"
+    if boundaries[0][0] != 0:
+        return [], f"the chain starts at step {boundaries[0][0]}, not at the training's start (0)"
     prev, digests = genesis_digest, list[str]()
     for step, meta_bytes, blob in boundaries:
         try:
@@ -77,6 +85,9 @@ def check_chain(
             return digests, f"boundary {step}: JSON does not parse"
         if meta.get("step") != step:
             return digests, f"boundary {step}: records step {meta.get('step')}"
+        problem = record_problem(meta)
+        if problem is not None:
+            return digests, f"boundary {step}: {problem}"
         if meta.get("tensors_sha256") != sha256_bytes(blob):
             return digests, f"boundary {step}: tensors file does not match its recorded sha256"
         if meta.get("prev") != prev:
@@ -89,8 +100,25 @@ def check_chain(
         digests.append(prev)
     if prev != record.chain_root:
         return digests, f"chain root {prev[:16]} is not the manifest's {record.chain_root[:16]}"
-    final = load(boundaries[-1][2])
-    adapter = load_file(str(adapter_dir / ADAPTER_WEIGHTS))
+    return digests, _not_the_adapter(boundaries[-1], adapter_dir)
+
+
+def _not_the_adapter(last: Boundary, adapter_dir: Path) -> str | None:
+    """Why the last boundary's LoRA tensors are not the adapter's weights, or None."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    from dlm_git.train.segments import BoundaryError, adapter_name, read_tensors
+
+    step, _, blob = last
+    try:
+        final = read_tensors(step, blob)
+    except BoundaryError as exc:
+        return exc.one_line()
+    try:
+        adapter = load_file(str(adapter_dir / ADAPTER_WEIGHTS))
+    except (SafetensorError, KeyError):  # KeyError: a dtype numpy does not have
+        return "the adapter's weights file does not load"
     params = {
         adapter_name(k.removeprefix("param/")): v
         for k, v in final.items()
@@ -99,8 +127,8 @@ def check_chain(
     if set(params) != set(adapter) or any(
         params[k].tobytes() != adapter[k].tobytes() for k in adapter
     ):
-        return digests, "the last boundary's LoRA tensors are not the adapter's"
-    return digests, None
+        return "the last boundary's LoRA tensors are not the adapter's"
+    return None
 
 
 def segment_reports(
@@ -142,9 +170,9 @@ def segment_doc(
         if isinstance(chain, tuple):
             return _with(report, [*checks, chain[0]], chain[1], notes)
         checks.append(chain.check)
-        # The chain holds; replaying needs the recorded profile (checked only now, so a
-        # machine that cannot run it still checks the whole chain).
-        setup = _replay_setup(records.lock, root, doc_rel)
+        # The chain holds; replaying needs the recorded base and profile (checked only
+        # now, so a machine that cannot run it still checks the whole chain).
+        setup = _replay_setup(records.lock, root, report)
         if isinstance(setup, tuple):
             return _with(report, [*checks, setup[0]], setup[1], notes)
         run_plan = plan(setup.device, setup.profile.name, None, setup.flags)
@@ -153,23 +181,66 @@ def segment_doc(
         n = len(chain.boundaries) - 1
         picks = sorted(random.Random(seed).sample(range(1, n + 1), min(sample, n)))
         notes.append(f"replaying segments {picks} of {n}")
-        versions = records.lock.get("pinned_versions") or {}
-        try:
-            results, expectation = replay_segments(
-                root,
-                sha,
-                doc_rel,
-                records.manifest,
-                (setup, run_plan, versions),
-                chain.boundaries,
-                chain.digests,
-                picks,
-                work,
-            )
-        except DlmGitError as exc:
-            checks.append(absent("segments.replay", f"cannot replay: {exc.one_line()}"))
-            return _with(report, checks, Verdict.CANNOT_VERIFY, notes)
-    return _judged(report, checks, notes, chain.boundaries, (results, expectation))
+        replayed = _replay(root, sha, report, records, (setup, run_plan), chain, picks, work)
+        if isinstance(replayed, tuple):
+            return _with(report, [*checks, replayed[0]], replayed[1], notes)
+    return _judged(report, checks, notes, replayed)
+
+
+def _replay(
+    root: Path,
+    sha: str,
+    report: DocReport,
+    records: _Records,
+    pinned: tuple[Setup, Plan],
+    chain: _Chain,
+    picks: list[int],
+    work: Path,
+) -> Replays | Stop:
+    """The chain's start and the sampled segments replayed (`replay_segments`), or the
+    check that stopped them: other tokens (`_other_stream`), or why nothing could be
+    replayed here (ABSENT)."""
+    setup, run_plan = pinned
+    versions = records.lock.get("pinned_versions") or {}
+    try:
+        return replay_segments(
+            root,
+            sha,
+            report.doc,
+            records.manifest,
+            (setup, run_plan, versions),
+            chain.boundaries,
+            chain.digests,
+            picks,
+            work,
+        )
+    except OtherStream as exc:
+        return _other_stream(report, records.manifest, exc)
+    except DlmGitError as exc:
+        return absent("segments.replay", f"cannot replay: {exc.one_line()}"), Verdict.CANNOT_VERIFY
+
+
+def _other_stream(report: DocReport, manifest: Manifest, exc: OtherStream) -> Stop:
+    """Other tokens from the commit's rows are evidence (FAILED), unless the hash level
+    could not compare the base (`base.identity` ABSENT) and this base's tokenizer is not
+    the recorded one: then it tokenized other inputs, which accuses nothing (ABSENT), as
+    a full replay judges it."""
+    if (
+        _base_identity(report) is Outcome.ABSENT
+        and exc.tokenizer_sha256 != manifest.tokenizer_sha256
+    ):
+        why = (
+            f"{exc.message}, with a tokenizer other than the recorded one on a base this"
+            " machine could not compare with the record (see base.identity): other inputs,"
+            " not a verdict"
+        )
+        return absent("segments.replay", why), Verdict.CANNOT_VERIFY
+    return failed("segments.replay", exc.message), Verdict.MISMATCH
+
+
+def _base_identity(report: DocReport) -> Outcome | None:
+    """The state of the hash level's `base.identity` check (None: it did not run)."""
+    return next((c.state for c in report.checks if c.name == "base.identity"), None)
 
 
 @dataclass(frozen=True)
@@ -216,7 +287,7 @@ class _Chain:
 def _chain(root: Path, doc_rel: str, records: _Records, work: Path) -> _Chain | Stop:
     """The commit's boundaries and adapter copied out of the DVC cache into `work`, and
     the whole chain checked (`check_chain`)."""
-    from dlm_git.train.segments import genesis, read_boundaries
+    from dlm_git.train.segments import BoundaryError, genesis, read_boundaries
 
     seg_dir, adapter_dir = work / "segments", work / "adapter"
     missing = assemble_adapter(root, records.dvc_lock, doc_rel, adapter_dir)
@@ -227,7 +298,10 @@ def _chain(root: Path, doc_rel: str, records: _Records, work: Path) -> _Chain | 
     if missing:
         return absent("segments.chain", missing), Verdict.CANNOT_VERIFY
     manifest, record = records.manifest, records.segments
-    boundaries = read_boundaries(seg_dir)
+    try:
+        boundaries = read_boundaries(seg_dir)
+    except BoundaryError as exc:
+        return failed("segments.chain", exc.one_line()), Verdict.FAILED
     gen = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
     digests, problem = check_chain(boundaries, gen, record, adapter_dir)
     if problem is not None:
@@ -236,9 +310,17 @@ def _chain(root: Path, doc_rel: str, records: _Records, work: Path) -> _Chain | 
     return _Chain(passed("segments.chain", held), boundaries, digests)
 
 
-def _replay_setup(lock: dict[str, Any], root: Path, doc_rel: str) -> Setup | Stop:
-    """The recorded profile to replay under, or why the segments cannot be replayed."""
-    setup = recorded_setup(lock, root, doc_rel)
+def _replay_setup(lock: dict[str, Any], root: Path, report: DocReport) -> Setup | Stop:
+    """The recorded profile to replay under, or why the segments cannot be replayed
+    (among them: the hash level found this machine's base other than the recorded one,
+    so no replay on it could give the recorded bits)."""
+    if _base_identity(report) is Outcome.FAILED:
+        why = (
+            "not replayed: this machine's base is not the recorded one (base.identity"
+            " FAILED), so a replay on it could not give the recorded bits"
+        )
+        return absent("segments.replay", why), Verdict.CANNOT_VERIFY
+    setup = recorded_setup(lock, root, report.doc)
     if isinstance(setup, tuple):
         return setup
     if setup.nproc > 1:  # snapshots are one process's; ranks take none
@@ -254,27 +336,26 @@ def _judged(
     report: DocReport,
     checks: list[Check],
     notes: list[str],
-    boundaries: list[Boundary],
-    replayed: tuple[list[tuple[int, str | None]], Expectation],
+    replayed: Replays,
 ) -> DocReport:
-    """One check per replayed segment; a divergence accuses only where bits were
-    expected."""
-    results, expectation = replayed
+    """One check per replay (the start, each sampled segment): other bytes accuse only
+    where bits were expected; a boundary no training captures always fails."""
+    results, expectation = replayed.found, replayed.expectation
     if not expectation.bits:
         notes.append(f"bit equality not expected: {expectation.reason}")
-    for index, problem in results:
-        start, end = boundaries[index - 1][0], boundaries[index][0]
-        done = f"segment {index} (steps {start + 1}-{end}) bitwise identical"
-        if problem is None:
-            checks.append(passed("segments.replay", done))
-        else:
-            checks.append((failed if expectation.bits else absent)("segments.replay", problem))
-    # a hash-level check that could not compare (ABSENT) is no divergence: `_with`
-    # combines the hash level's own verdict with this one
-    ok = bool(results) and all(problem is None for _, problem in results)
-    ok = ok and not any(c.state is Outcome.FAILED for c in checks)
-    diverged = Verdict.MISMATCH if expectation.bits else Verdict.CANNOT_VERIFY
-    return _with(report, checks, Verdict.SEGMENTS_BITWISE if ok else diverged, notes)
+    diverged = failed if expectation.bits else absent
+    judge = {Found.SAME: passed, Found.DIVERGED: diverged, Found.REFUSED: failed}
+    checks += [judge[r.found](r.check, r.detail) for r in results]
+    found = {r.found for r in results}
+    if Found.REFUSED in found:
+        verdict = Verdict.FAILED
+    elif Found.DIVERGED in found or any(c.state is Outcome.FAILED for c in checks):
+        # a hash-level check that could not compare (ABSENT) is no divergence: `_with`
+        # combines the hash level's own verdict with this one
+        verdict = Verdict.MISMATCH if expectation.bits else Verdict.CANNOT_VERIFY
+    else:
+        verdict = Verdict.SEGMENTS_BITWISE
+    return _with(report, checks, verdict, notes)
 
 
 def segment_doc_in_child(
