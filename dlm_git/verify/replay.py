@@ -160,7 +160,7 @@ def _nothing_to_compare(report: DocReport) -> str | None:
     records no weights sha256, or the base here is known not to be the recorded one."""
     if report.adapter_sha256 is None:
         return NO_RECORD
-    return OTHER_BASE if _identity(report) is Outcome.FAILED else None
+    return OTHER_BASE if report.state_of("base.identity") is Outcome.FAILED else None
 
 
 NO_RECORD = (
@@ -412,21 +412,14 @@ UNTEMPLATED_CARD_NOTE = (
 )
 
 
-def _identity(report: DocReport) -> Outcome | None:
-    """What the hash level found comparing this machine's base with the record
-    (`base.identity`; None: not checked)."""
-    identity = next((c for c in report.checks if c.name == "base.identity"), None)
-    return identity.state if identity is not None else None
-
-
 def _identity_absent(report: DocReport) -> bool:
     """The hash level could not compare the base (`base.identity` ABSENT)."""
-    return _identity(report) is Outcome.ABSENT
+    return report.state_of("base.identity") is Outcome.ABSENT
 
 
 def _identity_ok(report: DocReport) -> bool:
     """The hash level found this machine's base to be the recorded one."""
-    return _identity(report) is Outcome.OK
+    return report.state_of("base.identity") is Outcome.OK
 
 
 def _tokens_of_an_unknown_tokenizer(done: _Replayed) -> str | None:

@@ -90,5 +90,10 @@ class DocReport:
         out.update(self.extra)
         return out
 
+    def state_of(self, name: str) -> Outcome | None:
+        """The state check `name` ended in (None: it did not run): one lookup for every
+        judgement that depends on another check (e.g. a replay on `base.identity`)."""
+        return next((c.state for c in self.checks if c.name == name), None)
+
     def first_failure(self) -> Check | None:
         return next((c for c in self.checks if not c.ok), None)

@@ -226,7 +226,7 @@ def _other_stream(report: DocReport, manifest: Manifest, exc: OtherStream) -> St
     the recorded one: then it tokenized other inputs, which accuses nothing (ABSENT), as
     a full replay judges it."""
     if (
-        _base_identity(report) is Outcome.ABSENT
+        report.state_of("base.identity") is Outcome.ABSENT
         and exc.tokenizer_sha256 != manifest.tokenizer_sha256
     ):
         why = (
@@ -236,11 +236,6 @@ def _other_stream(report: DocReport, manifest: Manifest, exc: OtherStream) -> St
         )
         return absent("segments.replay", why), Verdict.CANNOT_VERIFY
     return failed("segments.replay", exc.message), Verdict.MISMATCH
-
-
-def _base_identity(report: DocReport) -> Outcome | None:
-    """The state of the hash level's `base.identity` check (None: it did not run)."""
-    return next((c.state for c in report.checks if c.name == "base.identity"), None)
 
 
 @dataclass(frozen=True)
@@ -314,7 +309,7 @@ def _replay_setup(lock: dict[str, Any], root: Path, report: DocReport) -> Setup 
     """The recorded profile to replay under, or why the segments cannot be replayed
     (among them: the hash level found this machine's base other than the recorded one,
     so no replay on it could give the recorded bits)."""
-    if _base_identity(report) is Outcome.FAILED:
+    if report.state_of("base.identity") is Outcome.FAILED:
         why = (
             "not replayed: this machine's base is not the recorded one (base.identity"
             " FAILED), so a replay on it could not give the recorded bits"
