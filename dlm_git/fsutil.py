@@ -146,9 +146,13 @@ def copy_regular(
         shutil.copyfileobj(fh, out, 1 << 20)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+def atomic_write_bytes(
+    path: Path, data: bytes, *, sync_dir: bool = True, sync: bool = True
+) -> None:
     """Write `data` to `path` atomically. `sync_dir=False` skips making the rename itself
-    durable (for caches, where losing a just-written entry on power loss is harmless)."""
+    durable (for caches, where losing a just-written entry on power loss is harmless);
+    `sync=False` skips making the bytes durable as well (for a memory that reads a torn
+    file as none: after a power loss it may hold nothing, never another file's bytes)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile  # lazy: the git hooks import this module
@@ -158,7 +162,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> Non
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:

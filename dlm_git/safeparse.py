@@ -17,6 +17,11 @@ Invariants:
 - The pass is skipped when the text can neither nest that deep nor hold an alias: every
   collection starts at one of `[`, `{`, `-`, `?`, `:` (fewer of those than `MAX_DEPTH`
   bound it), and an alias is written `*`.
+- A JSON string or key holding a lone surrogate (`"\\ud800"`: legal JSON, but no Unicode
+  text) is a `ValueError`: it can be neither hashed as canonical JSON, written back out
+  as UTF-8 nor printed, so every reader refuses it where it parses it. Only text with a
+  `\\u` escape of a surrogate (or, in a `str`, a raw one) can hold one: only such text
+  is walked.
 - YAML is only ever built by a safe loader (plain data, no tags that run code); with
   `unique_keys` a mapping holding a key twice is an error (last-wins would silently drop
   the first value).
@@ -35,6 +40,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import sys
 from typing import Any, Protocol, TypeVar, overload
 
@@ -220,9 +226,42 @@ def load_json(data: str | bytes, *, finite: bool = False, unique_keys: bool = Fa
     if unique_keys:
         extra["object_pairs_hook"] = _unique
     try:
-        return json.loads(data, **extra)
+        value = json.loads(data, **extra)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+    escaped = _SURROGATE_ESCAPE.search(data) if isinstance(data, str) else None
+    if escaped or (isinstance(data, bytes) and _SURROGATE_ESCAPE_B.search(data)):
+        _refuse_lone_surrogates(value)
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+_SURROGATE_ESCAPE_B = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A `\\u` escape of a UTF-16 surrogate: the only way JSON bytes hold one (text decoded
+with `surrogateescape` can hold one raw, which the text pattern finds too)."""
+
+
+def _refuse_lone_surrogates(value: Any) -> None:
+    """`ValueError` where a string or key of `value` holds a surrogate no pair completed
+    (iterative: as deep as the parser allowed)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and not _encodable(item):
+            raise ValueError(f"a string holds a lone UTF-16 surrogate: {ascii(item)[:40]}")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

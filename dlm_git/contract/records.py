@@ -13,7 +13,8 @@ Invariants:
 - No recorded field switches what another check compares: the base's kind, which
   decides whether `lock.versions` re-derives the tiny base's revision, is read from the
   base spec (`spec_kind`), and a recorded `base.kind` that is not the spec's fails
-  `doc.base_model`.
+  `doc.base_model`, as does a recorded `base.revision` the spec decides otherwise (none
+  for a local directory, the pin of an `hf:<repo>@<rev>` spec).
 - `params.training` compares params.yaml's overrides with the manifest as
   `train.assemble.effective_config` records them: what it resolves (`auto` target
   modules and precision) or leaves out (numerics, segment_every; gradient_checkpointing
@@ -23,7 +24,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dlm_git.contract.outcome import CheckFailed, Checks, expect_equal, expect_text
 from dlm_git.contract.shapes import parse_manifest
@@ -32,6 +33,9 @@ from dlm_git.docat import DocAt, Rev
 from dlm_git.docset import DOCS_KEY, PARAMS_NAME, TRAINING_KEY
 from dlm_git.hashing import canonical_json_sha256
 from dlm_git.layout import LOCK_NAME, MANIFEST_NAME
+
+if TYPE_CHECKING:
+    from dlm_git.base.spec import BaseSpec
 
 
 class Records(NamedTuple):
@@ -187,24 +191,46 @@ def doc_base_model(doc: DocAt, manifest: dict[str, Any], lock: dict[str, Any]) -
             f"{doc.dlm_name} trains on base_model {written!r} but its records name another"
             f" base: {' and '.join(wrong)}"
         )
-    kind = spec_kind(written)
-    if kind is not None and manifest["base"]["kind"] != kind:
+    spec = _parsed_spec(written)
+    if spec is not None and manifest["base"]["kind"] != spec.kind:
         raise CheckFailed(
             f"{MANIFEST_NAME} base.kind {manifest['base']['kind']!r:.40} is not the kind of"
-            f" base_model {written!r} ({kind}): a training records its spec's kind"
+            f" base_model {written!r} ({spec.kind}): a training records its spec's kind"
         )
+    _expect_spec_revision(spec, manifest["base"]["revision"])
     return written
+
+
+def _expect_spec_revision(spec: BaseSpec | None, recorded: object) -> None:
+    """The recorded `base.revision` where the spec decides it: none for a local directory
+    (it has no revision), the pinned one for an `hf:<repo>@<rev>` spec (the snapshot
+    training resolves). A registry key's and the built-in base's are left to their own
+    rules (an older record of a key predates its pin; `lock.versions` re-derives the
+    tiny base's)."""
+    if spec is None or spec.registry_key is not None or spec.kind == "builtin":
+        return
+    expected = spec.revision if spec.kind == "hf" else None
+    if recorded != expected:
+        raise CheckFailed(
+            f"{MANIFEST_NAME} base.revision {recorded!r:.50} is not the revision base_model"
+            f" {spec.raw!r:.60} trains on ({expected or 'none: a local directory has none'})"
+        )
 
 
 def spec_kind(spec: str) -> str | None:
     """The kind of base `spec` names (`builtin`, `hf`, `local`: `base.spec.parse_base_spec`,
     the rule training resolves it by); None for a spec that names no base this dlm-git
     knows (the document's own checks say so)."""
+    parsed = _parsed_spec(spec)
+    return None if parsed is None else parsed.kind
+
+
+def _parsed_spec(spec: str) -> BaseSpec | None:
     from dlm_git.base.errors import BaseModelError
     from dlm_git.base.spec import parse_base_spec
 
     try:
-        return parse_base_spec(spec).kind
+        return parse_base_spec(spec)
     except BaseModelError:
         return None
 

@@ -144,7 +144,8 @@ TABLE: tuple[Rule, ...] = (
         ERROR,
         ERROR,
         "the `.dlm`'s `base_model` = `lock.base_model` = `manifest.base.spec`, and"
-        " `manifest.base.kind` = that spec's kind",
+        " `manifest.base.kind` = that spec's kind (its `base.revision` none for a local"
+        " directory, the pin of an `hf:<repo>@<rev>` spec)",
     ),
     Rule(
         "config.digest",

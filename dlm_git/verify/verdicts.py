@@ -26,7 +26,11 @@ Invariants:
   the first `remember` moves its newest MAX_COMMITS commits into files of their own
   (each written whole, the newer entry of a document kept) and only then removes it, so
   a crash half-way loses nothing and the next `remember` moves again. One that is
-  damaged or no regular file holds no memory and is removed.
+  damaged or no regular file holds no memory and is removed. A commit whose file cannot
+  be written (a directory in its place) is skipped, and a file that cannot be pruned
+  stops no other: the move is made once, the bound kept.
+- Files are written without fsync (a memory, not a record: a power loss may leave one
+  empty, which reads as none), so moving a full older store takes about a second.
 """
 
 from __future__ import annotations
@@ -109,10 +113,10 @@ def _read(root: Path, sha: str) -> Docs | None:
 
 
 def _write(root: Path, sha: str, docs: Docs) -> None:
-    # whole or not at all; the rename is not made durable: losing the newest verdict to
-    # a power loss loses a memory, never a record
+    # whole or not at all, and not made durable: a power loss may leave the file empty
+    # or gone, which reads as no memory (a memory lost, never a record)
     data = canonical_json({"commit": sha, "documents": docs})
-    atomic_write_bytes(_path(root, sha), data, sync_dir=False)
+    atomic_write_bytes(_path(root, sha), data, sync_dir=False, sync=False)
 
 
 def _path(root: Path, sha: str) -> Path:
@@ -129,10 +133,10 @@ def _prune(directory: Path) -> None:
     if len(os.listdir(directory)) <= MAX_COMMITS + SLACK:
         return
     with os.scandir(directory) as listing:
-        entries = [e for e in listing if _named(e.name)]
+        entries = [e for e in listing if _named(e.name) and not e.is_dir(follow_symlinks=False)]
     ages = sorted((e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in entries)
     for _, name in ages[: max(0, len(ages) - MAX_COMMITS)]:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # one that cannot go stops no other
             os.unlink(directory / name)
 
 
@@ -169,7 +173,10 @@ def _move_legacy(root: Path) -> None:
     newest = sorted(legacy, key=lambda c: max(e["at"] for e in legacy[c].values()))
     for sha in newest[-MAX_COMMITS:]:
         docs = _merged(legacy[sha], _read(root, sha) or {})
-        _write(root, sha, docs)
+        try:
+            _write(root, sha, docs)
+        except (OSError, DlmGitError):  # one that cannot be written (a directory there)
+            continue  # is a memory lost, not a move made again by every remember
         at = max(e["at"] for e in docs.values())
         with contextlib.suppress(OSError, OverflowError, ValueError):
             # its age, for pruning: when it was remembered

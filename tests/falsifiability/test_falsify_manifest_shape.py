@@ -44,6 +44,20 @@ def test_a_training_config_nested_past_the_schema_bound_fails_manifest_parse(for
     assert f"training_config.note is nested more than {MAX_ANY_DEPTH} levels deep" in detail
 
 
+def test_a_training_config_key_with_a_lone_surrogate_fails_manifest_parse(forge: Any) -> None:
+    """`"note\\ud800"` is legal JSON but no text: no digest can be re-bound around it, and
+    verify says so in one line (it raised UnicodeEncodeError computing the config digest)."""
+    data = forge.read(f"{DOC}/manifest.json")
+    forged = data.replace(b'"training_config": {', b'"training_config": {"note\\ud800": 1,', 1)
+    assert forged != data
+    forge.write(f"{DOC}/manifest.json", forged)
+    forge.commit("a training_config key that is no text")
+    result = forge.verify("HEAD")
+    assert_caught(result, "manifest.parse")
+    detail = result.first_failure["detail"] if result.first_failure else ""
+    assert "surrogate" in detail, detail
+
+
 def forged_versions(forge: Any) -> None:
     """The lock names library versions that never built the recorded tiny base (re-bound)."""
     lock = forge.lock()

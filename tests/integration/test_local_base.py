@@ -65,3 +65,27 @@ def test_a_local_base_verifies_and_replays(local_base_repo: Path, run_cli: Any) 
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["replay"]["ok"] and "bitwise identical" in checks["replay"]["detail"], doc
     assert checks["base.identity"]["ok"], doc
+
+    # a revision recorded for it (lock and manifest alike, the lock re-bound): a local
+    # directory has none, so the records claim a base snapshot no training resolved
+    from dlm_git.hashing import sha256_bytes
+    from tests.support.forger import Forge
+
+    forge = Forge(repo, None)
+    forged = forge.read_json("d/dlm.lock")
+    forged["base_model_revision"] = "0123456789abcdef0123456789abcdef01234567"
+    lock_bytes = forge.write_canonical("d/dlm.lock", forged)
+    manifest = forge.read_json("d/manifest.json")
+    manifest["base"]["revision"] = forged["base_model_revision"]
+    manifest["lock_sha256"] = sha256_bytes(lock_bytes)
+    forge.write_canonical("d/manifest.json", manifest)
+    forge.commit("a revision no local base has")
+    os.chdir(repo)
+    try:
+        code, out, _ = run_cli("verify", "HEAD", "--json")
+    finally:
+        os.chdir(old)
+    doc = json.loads(out)["documents"][0]
+    failed = [c for c in doc["checks"] if c["state"] == "failed"]
+    assert code == 1 and [c["name"] for c in failed] == ["doc.base_model"], doc
+    assert "has none" in failed[0]["detail"], failed

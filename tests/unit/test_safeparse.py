@@ -77,6 +77,33 @@ def test_json_keys_twice_are_refused_only_when_asked() -> None:
     assert caught.value.key == "b" and isinstance(caught.value, ValueError)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud800"',
+        '{"a\\udc00": 1}',
+        '[[1, {"k": ["x", "\\uD8FF"]}]]',
+        '"\\ude00\\ud83d"',  # a low surrogate before a high one pairs nothing
+    ],
+)
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_a_json_string_or_key_with_a_lone_surrogate_is_a_value_error(
+    text: str, as_bytes: bool
+) -> None:
+    """Legal JSON, but no Unicode text: nothing could hash it as canonical JSON, write it
+    back as UTF-8 or print it."""
+    with pytest.raises(ValueError, match="lone UTF-16 surrogate"):
+        safeparse.load_json(text.encode() if as_bytes else text)
+
+
+def test_a_surrogate_pair_an_escaped_backslash_and_text_decoded_raw_are_read_as_they_are() -> None:
+    assert safeparse.load_json('"\\ud83d\\ude00"') == "\U0001f600"  # one code point
+    assert safeparse.load_json('"\\\\ud800"') == "\\ud800"  # a backslash, then text
+    raw = b'"\xff"'.decode("utf-8", "surrogateescape")  # a surrogate held raw in a str
+    with pytest.raises(ValueError, match="lone UTF-16 surrogate"):
+        safeparse.load_json(raw)
+
+
 def test_yaml_keys_twice_are_refused_with_their_line_when_asked() -> None:
     text = "training:\n  seed: 1\ntraining:\n  seed: 2\n"
     assert safeparse.load_yaml(text) == {"training": {"seed": 2}}

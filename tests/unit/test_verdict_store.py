@@ -178,6 +178,10 @@ HOSTILE: dict[str, Callable[[str], bytes]] = {
     ),
     "no commit named": lambda sha: canonical_json({"doc": entry(1)}),
     "documents not an object": lambda sha: canonical_json({"commit": sha, "documents": []}),
+    "a lone surrogate": lambda sha: (
+        b'{"commit": "' + sha.encode() + b'", "documents": {"d\\ud800": {"verdict": "VERIFIED",'
+        b' "level": "hash", "at": 1, "verifier": null}}}'
+    ),
     "entries of another shape": lambda sha: canonical_json(
         {"commit": sha, "documents": {"doc": {**entry(1), "at": "1"}, "x": []}}
     ),
@@ -280,18 +284,35 @@ def test_an_older_store_is_read_then_moved_into_files_of_their_own(repo: Path) -
     )
 
 
-def test_a_move_cut_short_loses_nothing_and_is_made_again(repo: Path) -> None:
+def test_a_commit_whose_file_cannot_be_written_is_skipped_and_the_move_made_once(
+    repo: Path,
+) -> None:
+    """A directory in the place of one commit's file: that memory is lost, the others
+    moved, and the older store removed (not moved again by every later remember)."""
     a, b = fake_sha(20), fake_sha(21)
     old = legacy(repo, {a: {"doc": entry(1)}, b: {"doc": entry(2)}})
     blocked = file_of(repo, b)
-    blocked.mkdir(parents=True)  # b's file cannot be written: the move stops there
+    blocked.mkdir(parents=True)
     remember(repo, fake_sha(22), [report("doc")], BY)
-    assert old.exists()
-    assert set(known(repo, [a, b, fake_sha(22)])) == {a, b, fake_sha(22)}
-    blocked.rmdir()
-    remember(repo, fake_sha(22), [report("doc")], BY)
-    assert not old.exists() and set(known(repo, [a, b])) == {a, b}
+    assert not old.exists() and blocked.is_dir()
+    assert set(known(repo, [a, b, fake_sha(22)])) == {a, fake_sha(22)}
     assert not [p for p in state(repo, "verdicts").iterdir() if p.name.startswith(".")]
+
+
+def test_a_file_that_cannot_be_pruned_stops_no_other(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(verdicts, "MAX_COMMITS", 2)
+    monkeypatch.setattr(verdicts, "SLACK", 1)
+    stuck = file_of(repo, fake_sha(50))
+    stuck.mkdir(parents=True)  # named like a commit's file, no file, and the oldest
+    os.utime(stuck, (0, 0))
+    shas = [fake_sha(51 + i) for i in range(6)]
+    for age, sha in enumerate(shas):
+        remember(repo, sha, [report("doc")], BY)
+        os.utime(file_of(repo, sha), (1_000_000 + age, 1_000_000 + age))
+    assert set(known(repo, shas)) == set(shas[-2:])  # the bound kept
+    assert stuck.is_dir()
 
 
 def test_an_older_store_keeps_its_newest_commits_under_the_cap(
