@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator, KeysView, ValuesView
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, TypeVar, Union
 
+from dlm_git.bounds import MAX_ANY_DEPTH as MAX_ANY_DEPTH
+
 # --- numbers in text (the one rule, shared with `dlm_git.clidecl`) --------------------------
 #
 # pydantic-core 2.50's rule (pydantic-core/src/input/shared.rs: `str_as_int`, `clean_int_str`,
@@ -350,13 +352,6 @@ def _bool(value: Any) -> bool:
             return value.lower() in _TRUE
         _refuse("bool_parsing", BOOL_PARSING)
     _refuse("bool_type", "Input should be a valid boolean")
-
-
-MAX_ANY_DEPTH = 64
-"""The deepest nesting a value of kind `Any` may have (a lock's `determinism_flags`, a
-manifest's `training_config`: a few levels): JSON parses ~1000, and a dump of a few hundred
-(this module's, `canonical_json`'s) ends in a RecursionError, where pydantic's ended in its
-serialization error. The one place these records differ from pydantic: refused at once."""
 
 
 def _any(value: Any) -> Any:

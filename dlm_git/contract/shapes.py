@@ -7,7 +7,7 @@ Invariants:
   their own shape). Anything else is a malformed record, named by its path. Two rules
   the schema has beyond kinds are held here too, so that the hash level never passes a
   manifest the replay cannot read: a value of kind `any` is at most
-  `validated.MAX_ANY_DEPTH` lists/objects deep (the schema's one bound), and a list
+  `bounds.MAX_ANY_DEPTH` lists/objects deep (the schema's one bound), and a list
   keyed by a field (`("keyed", ...)`: the adapter's tensors by name) names each key once:
   the checks read it as a mapping, where a second entry would hide the first.
 - Callers read a manifest that passed it with plain indexing: the record checks, the
@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dlm_git.bounds import MAX_ANY_DEPTH
 from dlm_git.errors import DlmGitError
 from dlm_git.safeparse import load_json
-from dlm_git.validated import MAX_ANY_DEPTH
 
 STR, INT, OPT_STR, NUM, BOOL = "str", "int", "str?", "num", "bool"
 Shape = Mapping[str, object]

@@ -21,6 +21,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "dlm_git"
 
 LAYERS: list[set[str]] = [
+    {"bounds"},
     {"errors", "validated"},
     {"fsutil", "safeparse", "paths", "severity"},
     {"merkle", "safetensors_header"},
