@@ -394,7 +394,7 @@ def _float_hex(value: Any) -> bool:
         return False
     try:
         float.fromhex(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: `0x1p+99999`
         return False
     return True
 

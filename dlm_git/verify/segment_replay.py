@@ -14,6 +14,11 @@ Invariants:
 - The chain's start is never taken from the commit: boundary 0 is compared with the
   start training makes from the seed (`train_loop` run to its step-0 boundary, no
   optimizer step), whatever segments are sampled.
+- A chain whose last boundary is not the step the document trains to (a training
+  stopped early, a boundary past its end) is a `Found.REFUSED` `segments.chain`, before
+  anything is replayed. A boundary 0 whose only difference from the seeded start is one
+  `getrandbits(24)` of Python's RNG is that start (rich's import on a terminal, before
+  the loop guarded its RNGs: docs/verify.md class 9).
 - A boundary to restore that no training could have captured is `Found.REFUSED` (a bad
   record, whatever the profile); other bytes from a replay are `Found.DIVERGED` (judged
   by the caller against whether bits were expected); a re-tokenized stream other than
@@ -138,6 +143,9 @@ def replay_segments(
     if not tok.sequences:
         raise DlmGitError("segments", "the commit's document has no training sequences")
     replay = Replay(resolved.path, training, device, tok)
+    ends = replay.ends_short(boundaries)
+    if ends is not None:  # nothing to replay: the chain is not this training's
+        return Replays([ends], expectation)
     start = genesis(manifest.config_sha256, manifest.tokens.root, manifest.base.tensor_root)
     found = [replay.start(boundaries[0], digests[0], start)]
     found += [replay.segment(i, boundaries, digests) for i in picks]
@@ -171,9 +179,13 @@ class Replay:
             on_boundary=lambda _step, m, t, _result: taken.append(capture(m, t)),
             stop_at=0,
         )
-        blob, data, mine = encode_boundary(*taken[0], [], genesis_digest)
+        tensors, scalars = taken[0]
+        blob, data, mine = encode_boundary(tensors, scalars, [], genesis_digest)
         if mine == digest:
             return Replayed("segments.start", Found.SAME, "boundary 0 is the seeded start")
+        older = {**scalars, "rng_python": _after_rich_import(scalars["rng_python"])}
+        if encode_boundary(tensors, older, [], genesis_digest)[2] == digest:
+            return Replayed("segments.start", Found.SAME, TERMINAL_START)
         differs = _difference(first, (0, data, blob))
         detail = f"boundary 0 is not the start training makes from the seed: {differs} differs"
         return Replayed("segments.start", Found.DIVERGED, detail)
@@ -214,6 +226,21 @@ class Replay:
         detail = f"{what} diverges; first divergent step {step}"
         return Replayed("segments.replay", Found.DIVERGED, detail)
 
+    def ends_short(self, boundaries: list[Boundary]) -> Replayed | None:
+        """A refused `segments.chain` where the chain's last boundary is not the step the
+        commit's document trains to (a training stopped early, or a boundary past its
+        end; the names put the steps in order), else None."""
+        from dlm_git.train.assemble import loop_config, resolve_precision
+        from dlm_git.train.loop import total_steps
+
+        precision = resolve_precision(self.training.precision, self.device)
+        cfg = loop_config(self.training, self.device, precision, self.tok.pad_id)
+        total, last = total_steps(len(self.tok.sequences), cfg), boundaries[-1][0]
+        if last == total:
+            return None
+        detail = f"the chain ends at step {last}, and the document trains to step {total}"
+        return Replayed("segments.chain", Found.REFUSED, detail)
+
     def _fresh(self) -> tuple[PeftModel, LoopConfig]:
         """A model with fresh LoRA layers from the seed and the loop's configuration, as
         training builds them."""
@@ -229,6 +256,32 @@ class Replay:
         model, _ = build_model(self.base, training, device)
         precision = resolve_precision(training.precision, device)
         return model, loop_config(training, device, precision, self.tok.pad_id)
+
+
+TERMINAL_START = (
+    "boundary 0 is the seeded start, its Python RNG one getrandbits(24) on: a chain made"
+    " on a terminal before the loop guarded its RNGs (rich's import drew it; class 9)"
+)
+
+
+def _after_rich_import(state: dict[str, Any]) -> dict[str, Any]:
+    """The captured Python RNG state moved on by one `getrandbits(24)`: what `rich.style`
+    drew when imported, before the training loop guarded its RNGs (docs/verify.md class
+    9): the one older form of an honest start, and only that draw."""
+    import random
+
+    from dlm_git.hashing import float_hex
+
+    gauss = None if state["gauss_next"] is None else float.fromhex(state["gauss_next"])
+    rng = random.Random()
+    rng.setstate((state["version"], tuple(state["state"]), gauss))
+    rng.getrandbits(24)
+    version, words, gauss_next = rng.getstate()
+    return {
+        "version": version,
+        "state": list(words),
+        "gauss_next": None if gauss_next is None else float_hex(gauss_next),
+    }
 
 
 def _difference(recorded: Boundary, rebuilt: Boundary) -> str:

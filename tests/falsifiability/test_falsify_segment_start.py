@@ -191,3 +191,61 @@ def test_no_segment_is_replayed_on_a_base_the_hash_level_found_other(forge: Any)
     replay = result.check("segments.replay")
     assert replay["state"] == "absent" and "not replayed" in replay["detail"], result.explain()
     assert not any(c["name"] == "segments.start" for c in result.checks), result.explain()
+
+
+def test_a_chain_made_on_a_terminal_before_the_rng_guard_still_verifies(forge: Any) -> None:
+    """docs/verify.md class 9: before the loop guarded its RNGs, rich's import on a
+    terminal drew `random.getrandbits(24)` after the seeding, so every boundary of such an
+    honest chain holds Python's RNG one draw on. Its start is the seeded start in that
+    older form: SEGMENTS_BITWISE, as on 96a5324 (ec7d065 said MISMATCH)."""
+    import random
+
+    seeded = json.loads(_boundaries(forge)[0][1])["rng_python"]  # training draws none
+    rng = random.Random()
+    rng.setstate((seeded["version"], tuple(seeded["state"]), None))
+    rng.getrandbits(24)  # rich.style, imported on a terminal after the seeding
+    version, words, _ = rng.getstate()
+    manifest = forge.manifest()
+    older = []
+    for step, data, blob in _boundaries(forge):
+        meta = json.loads(data)
+        meta["rng_python"] = {"version": version, "state": list(words), "gauss_next": None}
+        older.append((step, json.dumps(meta).encode(), blob))
+    _store_chain(forge, older, manifest)
+    forge.commit("a chain made on a terminal before the RNG guard")
+    assert_verified(forge.verify("HEAD"))
+    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "1")
+    assert result.code == 0 and result.verdict == "SEGMENTS_BITWISE", result.explain()
+    assert "getrandbits(24)" in result.explain(), result.explain()
+
+
+def test_a_training_stopped_early_fails_the_chain(forge: Any) -> None:
+    """The last boundary dropped, the adapter made the one before it (re-bound everywhere),
+    the chain re-recorded: every segment left replays honestly, but the chain ends before
+    the step the document trains to (on 96a5324: SEGMENTS_BITWISE with every segment)."""
+    from safetensors.numpy import load
+
+    from dlm_git.train.segments import adapter_name
+
+    boundaries = _boundaries(forge)[:-1]
+    final = {
+        adapter_name(k.removeprefix("param/")): v
+        for k, v in load(boundaries[-1][2]).items()
+        if k.startswith("param/")
+    }
+    adapter = forge.adapter_files()
+    blob = adapter[WEIGHTS]
+    for name, values in final.items():
+
+        def put(a: Any, values: Any = values) -> None:
+            a[...] = values.reshape(a.shape)
+
+        blob = patch_tensor(blob, name, put)
+    adapter[WEIGHTS] = blob
+    forge.store_adapter(adapter, rebind="all")
+    _store_chain(forge, boundaries, forge.manifest())
+    forge.commit("a training stopped one segment early")
+    assert_verified(forge.verify("HEAD"))
+    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "9", "--seed", "1")
+    assert_caught(result, "segments.chain")
+    assert "the chain ends at step" in result.first_failure["detail"], result.explain()

@@ -101,6 +101,8 @@ SCALAR_EDITS = {
     "numpy RNG position past its words": _set("rng_numpy.pos", 10**6),
     "numpy gaussian not float hex": _set("rng_numpy.cached_gaussian", "nan-ish"),
     "losses not float hex": _set("losses_hex", [1.5]),
+    "a loss past any float": _set("losses_hex", ["0x1p+99999"]),
+    "numpy gaussian past any float": _set("rng_numpy.cached_gaussian", "-0x1p+4096"),
 }
 
 
