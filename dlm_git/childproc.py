@@ -121,7 +121,7 @@ def read_document(path: Path, kind: type[T], what: str) -> T:
 
 def parse_document(data: bytes, kind: type[T], what: str) -> T:
     try:
-        obj = load_json(data, finite=True)
+        obj = load_json(data, finite=True, text_only=False)  # paths keep undecodable bytes
     except ValueError as exc:  # UnicodeDecodeError and nesting too deep included
         raise ProtocolError(what, f"is not JSON ({exc})") from None
     decoded: T = decode(kind, obj, what)

@@ -18,10 +18,11 @@ Invariants:
   collection starts at one of `[`, `{`, `-`, `?`, `:` (fewer of those than `MAX_DEPTH`
   bound it), and an alias is written `*`.
 - A JSON string or key holding a lone surrogate (`"\\ud800"`: legal JSON, but no Unicode
-  text) is a `ValueError`: it can be neither hashed as canonical JSON, written back out
-  as UTF-8 nor printed, so every reader refuses it where it parses it. Only text with a
-  `\\u` escape of a surrogate (or, in a `str`, a raw one) can hold one: only such text
-  is walked.
+  text) is a `NotText` (a `ValueError`): it can be neither hashed as canonical JSON,
+  written back out as UTF-8 nor printed, so every reader refuses it where it parses it.
+  Only text with a `\\u` escape of a surrogate (or, in a `str`, a raw one) can hold one:
+  only such text is walked. The one exception is dlm-git's own parent-child protocol
+  (`text_only=False`), which carries non-UTF-8 file names as `surrogateescape` does.
 - YAML is only ever built by a safe loader (plain data, no tags that run code); with
   `unique_keys` a mapping holding a key twice is an error (last-wins would silently drop
   the first value).
@@ -217,11 +218,19 @@ class DuplicateKey(ValueError):
         self.key = key
 
 
-def load_json(data: str | bytes, *, finite: bool = False, unique_keys: bool = False) -> Any:
+class NotText(ValueError):
+    """A JSON string or key holding a lone UTF-16 surrogate."""
+
+
+def load_json(
+    data: str | bytes, *, finite: bool = False, unique_keys: bool = False, text_only: bool = True
+) -> Any:
     """`json.loads`, with nesting too deep for the parser a `ValueError`. `finite`: NaN,
     Infinity and numbers that overflow to infinity are a `ValueError` too (not JSON, and
     nothing that holds them can be written back out as JSON). `unique_keys`: an object
-    with a key twice is a `DuplicateKey` (a `ValueError`)."""
+    with a key twice is a `DuplicateKey` (a `ValueError`). `text_only=False`: strings
+    may hold lone surrogates (`NotText` otherwise): only for dlm-git's own parent-child
+    protocol, whose paths carry undecodable file-name bytes as `surrogateescape` does."""
     extra: dict[str, Any] = {"parse_constant": _not_json, "parse_float": _finite} if finite else {}
     if unique_keys:
         extra["object_pairs_hook"] = _unique
@@ -229,10 +238,15 @@ def load_json(data: str | bytes, *, finite: bool = False, unique_keys: bool = Fa
         value = json.loads(data, **extra)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    escaped = _SURROGATE_ESCAPE.search(data) if isinstance(data, str) else None
-    if escaped or (isinstance(data, bytes) and _SURROGATE_ESCAPE_B.search(data)):
+    if text_only and _may_hold_a_surrogate(data):
         _refuse_lone_surrogates(value)
     return value
+
+
+def _may_hold_a_surrogate(data: str | bytes) -> bool:
+    if isinstance(data, str):
+        return _SURROGATE_ESCAPE.search(data) is not None
+    return _SURROGATE_ESCAPE_B.search(data) is not None
 
 
 _SURROGATE_ESCAPE = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
@@ -253,7 +267,7 @@ def _refuse_lone_surrogates(value: Any) -> None:
         elif isinstance(item, list):
             stack.extend(item)
         elif isinstance(item, str) and not _encodable(item):
-            raise ValueError(f"a string holds a lone UTF-16 surrogate: {ascii(item)[:40]}")
+            raise NotText(f"a string holds a lone UTF-16 surrogate: {ascii(item)[:40]}")
 
 
 def _encodable(text: str) -> bool:

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import open_regular
-from dlm_git.safeparse import DuplicateKey, load_json
+from dlm_git.safeparse import DuplicateKey, NotText, load_json
 
 MAX_HEADER_SIZE = 100_000_000
 
@@ -60,15 +60,6 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_unicode(text: str) -> bool:
-    """False for strings JSON escapes can produce but UTF-8 cannot encode (lone surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _parse_header_bytes(raw: bytes, subject: str) -> dict[str, Any]:
     def fail(message: str) -> SafetensorsFormatError:
         return SafetensorsFormatError(subject, message)
@@ -81,6 +72,8 @@ def _parse_header_bytes(raw: bytes, subject: str) -> dict[str, Any]:
         obj = load_json(text, unique_keys=True)
     except DuplicateKey as exc:
         raise fail(f"header JSON has duplicate key {exc.key!r}") from None
+    except NotText as exc:  # a tensor name or metadata string that is no text
+        raise fail(f"header is not valid Unicode ({exc})") from None
     except ValueError as exc:
         raise fail(f"header is not valid JSON ({exc})") from None
     if not isinstance(obj, dict):
@@ -111,11 +104,6 @@ def _metadata(entry: object, subject: str) -> dict[str, str]:
         raise SafetensorsFormatError(
             subject, "__metadata__ must be an object mapping strings to strings"
         )
-    for text in (*entry.keys(), *entry.values()):
-        if not _is_unicode(text):
-            raise SafetensorsFormatError(
-                subject, f"__metadata__ string {text!r} is not valid Unicode"
-            )
     return dict(entry)
 
 
@@ -123,10 +111,6 @@ def _tensor_spec(name: str, entry: object, buffer_len: int, subject: str) -> Ten
     """One tensor's entry: well-typed fields, offsets inside the data buffer, and a byte
     length that matches its dtype and shape."""
     where = f"tensor {name!r}"
-    if not _is_unicode(name):
-        raise SafetensorsFormatError(
-            subject, f"{where}: name is not valid Unicode (lone surrogate escape)"
-        )
     if not isinstance(entry, dict):
         raise SafetensorsFormatError(
             subject, f"{where}: entry is a {type(entry).__name__}, not an object"

@@ -168,7 +168,10 @@ def config_chat_template(base_path: Path) -> bool:
     load); with `chat_template_in_file`, whether the base ships one at all."""
     config = base_path / "tokenizer_config.json"
     if config.is_file():
-        return bool(dig(load_json(config.read_text("utf-8")), "chat_template"))
+        # a third-party file read for one key, as transformers reads it (a lone surrogate
+        # in some token's text is its business)
+        config_json = load_json(config.read_text("utf-8"), text_only=False)
+        return bool(dig(config_json, "chat_template"))
     return False
 
 
