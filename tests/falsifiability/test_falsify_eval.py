@@ -217,7 +217,7 @@ def test_a_record_of_a_newer_version_cannot_be_verified(forge_b: Forge) -> None:
 
 
 def test_a_clean_replay_re_runs_the_evaluation_to_the_same_bytes(forge: Forge) -> None:
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.code == 0 and result.verdict == "BITWISE", result.explain()
     assert result.check("eval.replay")["state"] == "ok", result.explain()
 
@@ -235,7 +235,7 @@ def test_an_edited_probe_answer_passes_the_hash_level_but_fails_the_replay(
     forge.write_canonical(METRICS, metrics_of(forge.read_json(EVAL)))
     forge.commit("a better answer")
     assert_verified(forge.verify("HEAD"))  # consistent: only running the model tells
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert_caught(result, "eval.replay")
     assert "probes[0]." in result.check("eval.replay")["detail"], result.explain()
     assert "bit equality expected" in result.check("eval.replay")["detail"]

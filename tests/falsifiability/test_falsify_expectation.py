@@ -46,7 +46,7 @@ def test_a_rounding_step_is_a_mismatch_where_bits_are_expected(forge: Any) -> No
     round_the_adapter(forge)
     forge.commit("an adapter one rounding step off")
     assert_verified(forge.verify("HEAD"))  # only a replay can tell
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.code == 1 and result.verdict == "MISMATCH", result.explain()
     assert "bit equality expected" in result.check("replay")["detail"], result.explain()
 
@@ -102,7 +102,7 @@ def test_another_recorded_environment_is_cannot_verify_not_within_tolerance(
     edit_lock(forge, edit)
     forge.commit("recorded under another environment")
     assert_verified(forge.verify("HEAD"))
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.code == 1 and result.verdict == "CANNOT_VERIFY", result.explain()
     detail = result.check("replay")["detail"]
     assert result.check("replay")["state"] == "absent", result.explain()
@@ -115,9 +115,9 @@ def test_a_tolerance_verdict_is_the_auditors_choice_and_never_passes_strict(forg
     round_the_adapter(forge)
     edit_lock(forge, lambda lock: lock["pinned_versions"].update(numpy="1.26.4"))
     forge.commit("recorded under another numpy")
-    asked = forge.verify_cli("HEAD", "--level", "replay", "--tolerance", "1e-3")
+    asked = forge.verify_here("HEAD", "--level", "replay", "--tolerance", "1e-3")
     assert asked.code == 0 and asked.verdict == "WITHIN_TOLERANCE", asked.explain()
-    strict = forge.verify_cli("HEAD", "--level", "replay", "--tolerance", "1e-3", "--strict")
+    strict = forge.verify_here("HEAD", "--level", "replay", "--tolerance", "1e-3", "--strict")
     assert strict.code == 1 and strict.verdict == "WITHIN_TOLERANCE", strict.explain()
     assert strict.payload["verdict"] == "FAILED", strict.explain()
 

@@ -1,7 +1,7 @@
 """Replay and segment levels: what the hash level cannot catch, re-training does.
 
-These run `dlm-git verify` as a subprocess (a replay trains the tiny document, ~15 s),
-like a user or CI would.
+These run `dlm-git verify` in the test's process (`Forge.verify_here`: the replay trains
+the tiny document here, without a fresh process's imports).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_clean_replay_is_bitwise(forge: Any) -> None:
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     why = result.explain()
     assert result.code == 0, why
     assert result.verdict == "BITWISE", why
@@ -40,7 +40,7 @@ def test_consistent_forgery_passes_hash_but_not_replay(forge: Any) -> None:
     hash_level = forge.verify("HEAD")
     assert_verified(hash_level)
 
-    replay = forge.verify_cli("HEAD", "--level", "replay")
+    replay = forge.verify_here("HEAD", "--level", "replay")
     assert_caught(replay, "replay", verdicts=("MISMATCH",))
     detail = replay.first_failure["detail"]
     assert target in detail, replay.explain()
@@ -48,7 +48,7 @@ def test_consistent_forgery_passes_hash_but_not_replay(forge: Any) -> None:
 
 
 def test_clean_segments_are_bitwise(forge: Any) -> None:
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "2", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "2", "--seed", "0")
     why = result.explain()
     assert result.code == 0, why
     assert result.verdict == "SEGMENTS_BITWISE", why
@@ -76,7 +76,7 @@ def test_forged_segment_boundary(
     assert count >= 3, "need a middle boundary"
     forge.forge_boundary(count // 2, rechain=rechain)
     forge.commit(f"forged boundary ({'rechained' if rechain else 'unchained'})")
-    result = forge.verify_cli(
+    result = forge.verify_here(
         "HEAD", "--level", "segments", "--sample", str(count - 1), "--seed", "0"
     )
     assert_caught(result, check, verdicts=(verdict,))
@@ -100,7 +100,7 @@ def test_a_rebound_adapter_config_is_caught_by_replay(forge: Any) -> None:
     forge.commit("rebound adapter config")
 
     assert_verified(forge.verify("HEAD"))
-    replay = forge.verify_cli("HEAD", "--level", "replay")
+    replay = forge.verify_here("HEAD", "--level", "replay")
     assert_caught(replay, "replay", verdicts=("MISMATCH",))
     assert "adapter_config.json differ" in replay.first_failure["detail"], replay.explain()
 
@@ -132,6 +132,6 @@ def test_a_chain_cut_to_fewer_than_two_boundaries_is_caught(forge: Any, kept: in
     manifest["segments"] = {**manifest["segments"], "count": kept, "chain_root": root}
     forge.write_manifest(manifest)
     forge.commit(f"segment chain cut to {kept} boundaries")
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert_caught(result, "segments.chain", verdicts=("FAILED",))
     assert "no segment" in result.first_failure["detail"], result.explain()

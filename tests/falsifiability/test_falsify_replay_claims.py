@@ -4,7 +4,7 @@ The replay level re-trains a commit's document; getting the recorded weights bac
 a pass by itself: the manifest's other claims (settings, results, token stream) must be
 what the replay recorded too, a manifest the replay cannot read compares nothing, and a
 base known to differ from the recorded one is not replayed on. These run `dlm-git
-verify` as a subprocess (a replay trains the tiny document, ~15 s).
+verify` in the test's process (`Forge.verify_here`: the replay trains the tiny document).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_claims_the_replay_does_not_reproduce_are_caught(forge: Any) -> None:
     forge.commit("manifest claims other settings, results and tokens")
 
     assert_verified(forge.verify("HEAD"))
-    replay = forge.verify_cli("HEAD", "--level", "replay")
+    replay = forge.verify_here("HEAD", "--level", "replay")
     assert_caught(replay, "replay", verdicts=("MISMATCH",))
     detail = replay.first_failure["detail"]
     assert "weights identical" in detail, replay.explain()
@@ -94,7 +94,7 @@ def test_a_manifest_the_replay_cannot_read_compares_nothing(forge: Any, unreadab
     forge.git("rm", "-qf", "--ignore-unmatch", f"{DOC}/eval.json", f"{DOC}/eval_metrics.json")
     forge.commit("a manifest the replay cannot read")
 
-    replay = forge.verify_cli("HEAD", "--level", "replay")
+    replay = forge.verify_here("HEAD", "--level", "replay")
     why = replay.explain()
     assert replay.code != 0 and replay.verdict in ("FAILED", "CANNOT_VERIFY"), why
     check = replay.check("replay")
@@ -114,7 +114,7 @@ def test_a_base_known_to_differ_is_not_replayed(forge: Any) -> None:
     weights.chmod(0o644)
     weights.write_bytes(patch_tensor(blob, name, nudge))
     try:
-        replay = forge.verify_cli("HEAD", "--level", "replay")
+        replay = forge.verify_here("HEAD", "--level", "replay")
     finally:
         weights.write_bytes(blob)
         weights.chmod(mode)

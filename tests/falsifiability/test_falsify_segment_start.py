@@ -10,7 +10,7 @@ the commit's: a manifest token root no re-tokenization gives is a MISMATCH, not 
 absence. And where the hash level found this machine's base other than the recorded
 one, nothing is replayed on it (ABSENT), so no segment claims "bit equality expected".
 
-These run `dlm-git verify --level segments` as a subprocess, as a user or CI would.
+These run `dlm-git verify --level segments` in the test's process (`Forge.verify_here`).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_a_forged_start_trained_on_honestly_is_caught_whatever_the_sample(forge:
     forge.commit("a forged start, trained on honestly")
 
     assert_verified(forge.verify("HEAD"))
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert_caught(result, "segments.start", verdicts=("MISMATCH",))
     detail = result.check("segments.start")["detail"]
     assert "not the start training makes from the seed" in detail, result.explain()
@@ -145,7 +145,7 @@ def test_a_forged_start_trained_on_honestly_is_caught_whatever_the_sample(forge:
 
 
 def test_an_honest_start_is_the_seeded_start(forge: Any) -> None:
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert result.code == 0 and result.verdict == "SEGMENTS_BITWISE", result.explain()
     assert result.check("segments.start")["ok"], result.explain()
 
@@ -155,7 +155,7 @@ def test_a_chain_that_does_not_start_at_step_0_is_caught(forge: Any) -> None:
     bitwise, but nothing says where boundary 1 came from."""
     _store_chain(forge, _boundaries(forge)[1:], forge.manifest())
     forge.commit("a chain from step 1")
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert_caught(result, "segments.chain", verdicts=("FAILED",))
     assert "starts at step 1" in result.first_failure["detail"], result.explain()
 
@@ -168,7 +168,7 @@ def test_a_forged_token_root_is_a_mismatch_not_an_absence(forge: Any) -> None:
     manifest["tokens"]["root"] = "1" * 64
     _store_chain(forge, _boundaries(forge), manifest)
     forge.commit("a forged token root")
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert_caught(result, "segments.replay", verdicts=("MISMATCH",))
     detail = result.first_failure["detail"]
     assert "differs from the manifest's token root 1111111111111111" in detail, result.explain()
@@ -186,7 +186,7 @@ def test_no_segment_is_replayed_on_a_base_the_hash_level_found_other(forge: Any)
     manifest["base"]["tensor_root"] = "2" * 64
     _store_chain(forge, _boundaries(forge), manifest)
     forge.commit("another base recorded")
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert_caught(result, "base.identity", verdicts=("FAILED",))
     replay = result.check("segments.replay")
     assert replay["state"] == "absent" and "not replayed" in replay["detail"], result.explain()
@@ -214,7 +214,7 @@ def test_a_chain_made_on_a_terminal_before_the_rng_guard_still_verifies(forge: A
     _store_chain(forge, older, manifest)
     forge.commit("a chain made on a terminal before the RNG guard")
     assert_verified(forge.verify("HEAD"))
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "1")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "1")
     assert result.code == 0 and result.verdict == "SEGMENTS_BITWISE", result.explain()
     assert "getrandbits(24)" in result.explain(), result.explain()
 
@@ -246,6 +246,6 @@ def test_a_training_stopped_early_fails_the_chain(forge: Any) -> None:
     _store_chain(forge, boundaries, forge.manifest())
     forge.commit("a training stopped one segment early")
     assert_verified(forge.verify("HEAD"))
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "9", "--seed", "1")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "9", "--seed", "1")
     assert_caught(result, "segments.chain")
     assert "the chain ends at step" in result.first_failure["detail"], result.explain()

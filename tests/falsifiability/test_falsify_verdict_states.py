@@ -97,7 +97,7 @@ def verdicts(result: Any) -> dict[str, str]:
 @pytest.mark.slow
 def test_one_bad_lock_fails_its_document_and_the_replay_goes_on(forge: Any) -> None:
     bad = add_broken_documents(forge)
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.code == 1, result.explain()
     got = verdicts(result)
     assert got[DOC] == "BITWISE", result.explain()
@@ -108,7 +108,7 @@ def test_one_bad_lock_fails_its_document_and_the_replay_goes_on(forge: Any) -> N
 @pytest.mark.slow
 def test_one_bad_lock_fails_its_document_and_segments_go_on(forge: Any) -> None:
     bad = add_broken_documents(forge)
-    result = forge.verify_cli("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
+    result = forge.verify_here("HEAD", "--level", "segments", "--sample", "1", "--seed", "0")
     assert result.code == 1, result.explain()
     got = verdicts(result)
     assert got[DOC] == "SEGMENTS_BITWISE", result.explain()

@@ -289,5 +289,15 @@ class Forge:
         return self._call_main(["verify", *args, "--json"])
 
     def verify_cli(self, *args: str, timeout: float = 600) -> Result:
-        """`dlm-git verify ARGS --json` as a subprocess (replay and segments levels)."""
+        """`dlm-git verify ARGS --json` as a subprocess (replay and segments levels): for
+        what needs its own process (another numerics profile, a bound on time that a hang
+        must not outlast, the process's own output and exit)."""
         return verify_cli(self.root, *args, timeout=timeout)
+
+    def verify_here(self, *args: str) -> Result:
+        """`dlm-git verify ARGS --json` in this process, replay and segments levels too:
+        the session's CPU profile is active here (tests/conftest.py), so a replay trains
+        in process as `verify` runs it for a user whose torch is not yet loaded, without a
+        fresh process importing torch, transformers and peft again (~4 s a call). For
+        verdict logic; what needs a process of its own uses `verify_cli`."""
+        return self.verify(*args)
