@@ -21,8 +21,10 @@ Invariants:
   text) is a `NotText` (a `ValueError`): it can be neither hashed as canonical JSON,
   written back out as UTF-8 nor printed, so every reader refuses it where it parses it.
   Only text with a `\\u` escape of a surrogate (or, in a `str`, a raw one) can hold one:
-  only such text is walked. The one exception is dlm-git's own parent-child protocol
-  (`text_only=False`), which carries non-UTF-8 file names as `surrogateescape` does.
+  only such text is walked. Read with `text_only=False`, by name only: dlm-git's own
+  parent-child protocol and stat records, whose paths carry non-UTF-8 file names as
+  `surrogateescape` does, and a base's own JSON files, read as transformers reads them
+  (hashed as bytes, shown through `repr`).
 - YAML is only ever built by a safe loader (plain data, no tags that run code); with
   `unique_keys` a mapping holding a key twice is an error (last-wins would silently drop
   the first value).

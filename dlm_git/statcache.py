@@ -133,7 +133,7 @@ class StatRecord:
     def _entries(self, data: bytes) -> dict[str, object] | None:
         """The record's entries; None (damaged unless an older version) if it has none."""
         try:
-            obj = load_json(data)
+            obj = load_json(data, text_only=False)  # keys: paths as the OS names them
         except ValueError:
             obj = None
         found = obj.get("format") if isinstance(obj, dict) else None

@@ -51,7 +51,7 @@ class DigestRecord:
         self.entries: dict[str, Any] = {}
         self.dirty = False
         with contextlib.suppress(OSError, ValueError, NotRegularFile):
-            data = load_json(read_regular(self.path, MAX_RECORD_BYTES))
+            data = load_json(read_regular(self.path, MAX_RECORD_BYTES), text_only=False)
             if isinstance(data, dict):
                 self.entries = data
 

@@ -324,9 +324,10 @@ def _read_ref(ref: Path) -> str | None:
 
 
 def _json_object(path: Path) -> dict[str, Any]:
-
+    """A base's JSON file as transformers reads it (a lone surrogate in some token's text
+    is the base's business: it is hashed as bytes and shown through `repr` only)."""
     try:
-        data = load_json(read_regular(path, MAX_RECORD_BYTES))
+        data = load_json(read_regular(path, MAX_RECORD_BYTES), text_only=False)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BaseModelError(str(path), f"not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict):

@@ -340,7 +340,11 @@ def _judged(
         notes.append(f"bit equality not expected: {expectation.reason}")
     diverged = failed if expectation.bits else absent
     judge = {Found.SAME: passed, Found.DIVERGED: diverged, Found.REFUSED: failed}
-    checks += [judge[r.found](r.check, r.detail) for r in results]
+    judged = [judge[r.found](r.check, r.detail) for r in results]
+    # a replay's finding on a check run before it (the chain, refused once the replay
+    # knows the step the document trains to) replaces it: one state per check
+    named = {c.name for c in judged}
+    checks = [*(c for c in checks if c.name not in named), *judged]
     found = {r.found for r in results}
     if Found.REFUSED in found:
         verdict = Verdict.FAILED

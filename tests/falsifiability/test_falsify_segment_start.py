@@ -249,3 +249,5 @@ def test_a_training_stopped_early_fails_the_chain(forge: Any) -> None:
     result = forge.verify_here("HEAD", "--level", "segments", "--sample", "9", "--seed", "1")
     assert_caught(result, "segments.chain")
     assert "the chain ends at step" in result.first_failure["detail"], result.explain()
+    chain = [c for c in result.payload["documents"][0]["checks"] if c["name"] == "segments.chain"]
+    assert len(chain) == 1, chain  # one state per check: the refusal replaced the pass

@@ -40,6 +40,19 @@ def test_record_vouches_only_for_the_same_stat(tmp_path: Path) -> None:
     assert again.verified("/c/other", STAMP) is None
 
 
+def test_a_path_that_is_not_utf_8_is_a_key_like_any_other(tmp_path: Path) -> None:
+    """A file name the OS gives as bytes that are not UTF-8 (`surrogateescape`) is written
+    as a JSON escape and read back as the same key: the record is not damaged by it (a
+    lone-surrogate refusal would have made every hook and fsck run hash everything)."""
+    path = tmp_path / "record.json"
+    key = os.fsdecode(b"/c/caf\xe9")
+    record = StatRecord(path, FORMAT)
+    record.keep(key, STAMP, "md5:abcd")
+    assert record.save() is None
+    again = StatRecord(path, FORMAT)
+    assert again.verified(key, STAMP) == "md5:abcd"
+
+
 def test_racily_clean_files_are_not_recorded(tmp_path: Path) -> None:
     record = StatRecord(tmp_path / "record.json", FORMAT)
     now = time.time_ns()
