@@ -428,10 +428,10 @@ def _tokens_of_an_unknown_tokenizer(done: _Replayed) -> str | None:
     names (another digest: an untemplated record's base with templates), and it
     tokenized the commit's rows into another stream than the recorded one, so it trained
     on other inputs. With the recorded tokenizer, other tokens are evidence as ever."""
-    if not _identity_absent(done.report):
-        return None
     manifest, ran = done.recorded, done.outcome.manifest
-    if manifest is None or manifest.tokenizer_sha256 == ran.tokenizer_sha256:
+    if manifest is None or not done.report.other_tokenizer(
+        manifest.tokenizer_sha256, ran.tokenizer_sha256
+    ):
         return None
     recorded, replayed = manifest.tokens.root, ran.tokens.root
     if recorded == replayed:

@@ -95,5 +95,13 @@ class DocReport:
         judgement that depends on another check (e.g. a replay on `base.identity`)."""
         return next((c.state for c in self.checks if c.name == name), None)
 
+    def other_tokenizer(self, recorded: str, replayed: str) -> bool:
+        """Whether tokens a replay made from the commit's rows are other inputs, not
+        evidence: the hash level could not compare the base (`base.identity` ABSENT) and
+        the replay's tokenizer digest (`replayed`) is not the recorded one (an
+        untemplated record's base with templates). The one rule of a full replay and a
+        segment replay alike; with the recorded tokenizer, other tokens accuse."""
+        return self.state_of("base.identity") is Outcome.ABSENT and recorded != replayed
+
     def first_failure(self) -> Check | None:
         return next((c for c in self.checks if not c.ok), None)

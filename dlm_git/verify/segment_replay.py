@@ -230,12 +230,9 @@ class Replay:
         """A refused `segments.chain` where the chain's last boundary is not the step the
         commit's document trains to (a training stopped early, or a boundary past its
         end; the names put the steps in order), else None."""
-        from dlm_git.train.assemble import loop_config, resolve_precision
         from dlm_git.train.loop import total_steps
 
-        precision = resolve_precision(self.training.precision, self.device)
-        cfg = loop_config(self.training, self.device, precision, self.tok.pad_id)
-        total, last = total_steps(len(self.tok.sequences), cfg), boundaries[-1][0]
+        total, last = total_steps(len(self.tok.sequences), self._loop()), boundaries[-1][0]
         if last == total:
             return None
         detail = f"the chain ends at step {last}, and the document trains to step {total}"
@@ -244,18 +241,18 @@ class Replay:
     def _fresh(self) -> tuple[PeftModel, LoopConfig]:
         """A model with fresh LoRA layers from the seed and the loop's configuration, as
         training builds them."""
-        from dlm_git.train.assemble import (
-            build_model,
-            loop_config,
-            quiet_libraries,
-            resolve_precision,
-        )
+        from dlm_git.train.assemble import build_model, quiet_libraries
 
-        training, device = self.training, self.device
         quiet_libraries()  # no loading bars or advisory warnings in a verify's output
-        model, _ = build_model(self.base, training, device)
-        precision = resolve_precision(training.precision, device)
-        return model, loop_config(training, device, precision, self.tok.pad_id)
+        model, _ = build_model(self.base, self.training, self.device)
+        return model, self._loop()
+
+    def _loop(self) -> LoopConfig:
+        """The loop's configuration, as training builds it for this document."""
+        from dlm_git.train.assemble import loop_config, resolve_precision
+
+        precision = resolve_precision(self.training.precision, self.device)
+        return loop_config(self.training, self.device, precision, self.tok.pad_id)
 
 
 TERMINAL_START = (

@@ -225,10 +225,7 @@ def _other_stream(report: DocReport, manifest: Manifest, exc: OtherStream) -> St
     could not compare the base (`base.identity` ABSENT) and this base's tokenizer is not
     the recorded one: then it tokenized other inputs, which accuses nothing (ABSENT), as
     a full replay judges it."""
-    if (
-        report.state_of("base.identity") is Outcome.ABSENT
-        and exc.tokenizer_sha256 != manifest.tokenizer_sha256
-    ):
+    if report.other_tokenizer(manifest.tokenizer_sha256, exc.tokenizer_sha256):
         why = (
             f"{exc.message}, with a tokenizer other than the recorded one on a base this"
             " machine could not compare with the record (see base.identity): other inputs,"
