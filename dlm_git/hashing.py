@@ -202,6 +202,18 @@ def float_from_hex(s: str) -> float:
     return float.fromhex(s)
 
 
+def parse_float_hex(value: object, longest: int) -> float | None:
+    """The float a hex string from a record names; None for anything else: not a string,
+    longer than `longest`, not float hex, or past any float (`0x1p+99999`: Python's
+    `OverflowError`). The one reader of recorded float hex (hostile bytes)."""
+    if not isinstance(value, str) or len(value) > longest:
+        return None
+    try:
+        return float.fromhex(value)
+    except (ValueError, OverflowError):
+        return None
+
+
 # --------------------------------------------------------------------------- encoding helpers
 
 

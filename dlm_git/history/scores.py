@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from dlm_git.eval.record import EVAL_VERSION, MODES
+from dlm_git.hashing import parse_float_hex
 from dlm_git.history.records import json_object
 from dlm_git.layout import EVAL_NAME, MANIFEST_NAME
 
@@ -114,18 +115,9 @@ def _number(entry: dict[str, Any], key: str, where: str, bits_key: str = "") -> 
     if not math.isfinite(number):
         raise Malformed(f"{where}.{key} is not a finite number")
     bits = entry.get(bits_key or f"{key}_hex")
-    if bits is not None and _fromhex(bits) != number:
+    if bits is not None and parse_float_hex(bits, 64) != number:
         raise Malformed(f"{where}.{key} and its hex bits are different numbers")
     return number
-
-
-def _fromhex(bits: object) -> float | None:
-    if not isinstance(bits, str) or len(bits) > 64:
-        return None
-    try:
-        return float.fromhex(bits)
-    except ValueError:
-        return None
 
 
 def _probes(probes: object) -> list[ProbeScore]:

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 from dlm_git.errors import DlmGitError
 from dlm_git.fsutil import atomic_write_bytes, fsync_dir
-from dlm_git.hashing import canonical_json, canonical_json_sha256, float_hex, sha256_bytes
+from dlm_git.hashing import (
+    canonical_json,
+    canonical_json_sha256,
+    float_hex,
+    parse_float_hex,
+    sha256_bytes,
+)
 from dlm_git.layout import DocLayout
 from dlm_git.manifest.schema import SegmentsRecord
 from dlm_git.safeparse import load_json
@@ -390,13 +396,7 @@ def _count(value: Any, most: int | None) -> bool:
 
 def _float_hex(value: Any) -> bool:
     """`value` is a float as `hashing.float_hex` writes one (short enough to parse)."""
-    if not isinstance(value, str) or len(value) > 32:
-        return False
-    try:
-        float.fromhex(value)
-    except (ValueError, OverflowError):  # OverflowError: `0x1p+99999`
-        return False
-    return True
+    return parse_float_hex(value, 32) is not None
 
 
 def _fit_problem(
