@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, TypeVar, Union
 
 from dlm_git.bounds import MAX_ANY_DEPTH as MAX_ANY_DEPTH
+from dlm_git.bounds import nested_deeper
 
 # --- numbers in text (the one rule, shared with `dlm_git.clidecl`) --------------------------
 #
@@ -355,21 +356,10 @@ def _bool(value: Any) -> bool:
 
 
 def _any(value: Any) -> Any:
-    """Any value, at most `MAX_ANY_DEPTH` lists/dicts deep (measured without recursion)."""
-    containers = [value] if isinstance(value, _NESTED) else []
-    for _ in range(MAX_ANY_DEPTH):
-        containers = [
-            inner
-            for outer in containers
-            for inner in (outer.values() if isinstance(outer, dict) else outer)
-            if isinstance(inner, _NESTED)
-        ]
-    if containers:
+    """Any value, at most `MAX_ANY_DEPTH` lists/dicts deep (`bounds.nested_deeper`)."""
+    if nested_deeper(value):
         _refuse("too_deep", f"Input should be nested at most {MAX_ANY_DEPTH} levels deep")
     return value
-
-
-_NESTED = (dict, list, tuple)
 
 
 SCALARS: dict[Any, Check] = {int: _int, float: _float, str: _str, bool: _bool, Any: _any}

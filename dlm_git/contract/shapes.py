@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dlm_git.bounds import MAX_ANY_DEPTH
+from dlm_git.bounds import MAX_ANY_DEPTH, nested_deeper
 from dlm_git.errors import DlmGitError
 from dlm_git.safeparse import load_json
 
@@ -133,16 +133,8 @@ def _problem(value: object, kind: object, where: str) -> str | None:
 
 def _too_deep(value: object, where: str) -> str | None:
     """Why `value` nests more than `MAX_ANY_DEPTH` lists/objects (the schema's bound on a
-    value of kind `Any`, `validated._any`, measured alike: level by level, no recursion)."""
-    level = [value] if isinstance(value, dict | list) else []
-    for _ in range(MAX_ANY_DEPTH):
-        level = [
-            inner
-            for outer in level
-            for inner in (outer.values() if isinstance(outer, dict) else outer)
-            if isinstance(inner, dict | list)
-        ]
-    if not level:
+    value of kind `Any`, by the same measure: `bounds.nested_deeper`)."""
+    if not nested_deeper(value):
         return None
     return f"{where} is nested more than {MAX_ANY_DEPTH} levels deep (no dlm-git writes it)"
 
