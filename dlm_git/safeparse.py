@@ -268,16 +268,13 @@ def _refuse_lone_surrogates(value: Any) -> None:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
-        elif isinstance(item, str) and not _encodable(item):
+        elif isinstance(item, str) and _SURROGATE.search(item):
             raise NotText(f"a string holds a lone UTF-16 surrogate: {ascii(item)[:40]}")
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A surrogate left in a decoded string: one no pair completed (JSON's decoder joins a
+pair into its code point), which UTF-8 cannot encode."""
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
