@@ -35,6 +35,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import posixpath
@@ -43,8 +44,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-
-import pathspec
 
 from dlm_git.doc.body import decode_utf8, normalize_text
 from dlm_git.doc.errors import SourcesError
@@ -166,6 +165,8 @@ class _Matcher:
     `match` is that regex's own method (no Python frame per path)."""
 
     def __init__(self, lines: Iterable[str]) -> None:
+        import pathspec  # here: a command that walks no directive never pays for it
+
         spec = pathspec.GitIgnoreSpec.from_lines(list(lines))
         patterns = [p for p in spec.patterns if p.include is not None]
         self.empty = not patterns
@@ -178,13 +179,16 @@ class _Matcher:
                 self.match = re.compile("|".join(f"(?:{part})" for part in parts)).match
 
 
-_DEFAULT = _Matcher(DEFAULT_EXCLUDES)
-"""The default excludes, for a directory the walk is about to enter."""
-_DEFAULT_NAMES = _Matcher("/" + p for p in DEFAULT_EXCLUDES if not p.endswith("/"))
-"""The default excludes a file's own name can match, anchored. A pattern with no slash
-matches a name at any depth, which for a bare name is the same as anchored; a directory
-pattern (trailing slash) never matches a file. The anchored regexes skip pathspec's
-leading `(?:.+/)?` search, which made this the costliest check per file."""
+@functools.cache
+def _defaults() -> tuple[_Matcher, _Matcher]:
+    """The default excludes as two matchers, made at the first walk (`_Rules`):
+    - for a directory the walk is about to enter;
+    - for a file's own name, anchored. A pattern with no slash matches a name at any
+      depth, which for a bare name is the same as anchored; a directory pattern
+      (trailing slash) never matches a file. The anchored regexes skip pathspec's leading
+      `(?:.+/)?` search, which made this the costliest check per file."""
+    names = ("/" + p for p in DEFAULT_EXCLUDES if not p.endswith("/"))
+    return _Matcher(DEFAULT_EXCLUDES), _Matcher(names)
 
 
 def walk_directive(
@@ -391,7 +395,7 @@ class _Rules:
     its include and exclude patterns, the directive root's .dlmignore, the default
     excludes and the document's outputs."""
 
-    __slots__ = ("_exclude", "_ignore", "_include", "_outputs")
+    __slots__ = ("_default_dir", "_default_name", "_exclude", "_ignore", "_include", "_outputs")
 
     def __init__(
         self,
@@ -405,12 +409,15 @@ class _Rules:
         self._exclude = None if exclude.empty else exclude.match
         self._ignore = None if ignore is None or ignore.empty else ignore.match
         self._outputs = outputs
+        default_dirs, default_names = _defaults()
+        self._default_dir = default_dirs.match
+        self._default_name = default_names.match
 
     def dir_reason(self, rel: str, full: str) -> str | None:
         probe = rel + "/"
         if full in self._outputs:
             return "the document itself or one of its outputs"
-        if _DEFAULT.match(probe):
+        if self._default_dir(probe):
             return "default exclude"
         if self._ignore is not None and self._ignore(probe):
             return f"matched by {IGNORE_FILE}"
@@ -426,7 +433,7 @@ class _Rules:
         # The default excludes have no slash but a trailing one, so they match a path
         # through one of its names; every directory on the way was checked when the walk
         # entered it, which leaves the file's own name.
-        if _DEFAULT_NAMES.match(rel.rpartition("/")[2]):
+        if self._default_name(rel.rpartition("/")[2]):
             return "default exclude"
         if self._ignore is not None and self._ignore(rel):
             return f"matched by {IGNORE_FILE}"

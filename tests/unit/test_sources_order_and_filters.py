@@ -111,9 +111,10 @@ def test_default_excludes_on_a_file_name_agree_with_pathspec_on_its_path() -> No
     walk as it enters them)."""
     import pathspec
 
-    from dlm_git.doc.walk import _DEFAULT_NAMES
+    from dlm_git.doc.walk import _defaults
 
     spec = pathspec.GitIgnoreSpec.from_lines(DEFAULT_EXCLUDES)
+    by_name = _defaults()[1]
     names = [
         ".env", ".env.local", "x.env", ".envrc", "server.key", "key", "a.pem", "a.pem.txt",
         "x.p12", "x.pfx", "id_rsa", "id_rsa.pub", "my_id_rsa", "id_ed25519_sk", ".netrc",
@@ -122,7 +123,7 @@ def test_default_excludes_on_a_file_name_agree_with_pathspec_on_its_path() -> No
     ]  # fmt: skip
     for name in names:
         for path in (name, f"sub/{name}", f"a/b/{name}"):
-            assert bool(_DEFAULT_NAMES.match(name)) == spec.match_file(path), path
+            assert bool(by_name.match(name)) == spec.match_file(path), path
 
 
 def test_include_cannot_override_default_excludes(git_repo: Path, write_doc: WriteDoc) -> None:
