@@ -24,7 +24,7 @@ from dlm_git.numerics.plan import plan
 from dlm_git.numerics.table import NumericsError
 from tests.support.docs import WriteDoc
 from tests.support.docs import write_doc as write_doc_file
-from tests.support.env import isolation
+from tests.support.env import DROPPED, GIT_CONFIG_PAIRS, isolation
 from tests.support.forger import Forge
 from tests.support.gitrepo import init_repo
 from tests.support.shared import shared_root
@@ -49,6 +49,11 @@ def _hermetic_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         for key, value in isolation().items():
             mp.setenv(key, value)
+        # what subprocess_env drops for a child, gone here too: in-process dlm-git calls
+        # (train, verify, replays) then read the repository they are given, never the one
+        # a git hook running this suite names
+        for key in [*DROPPED, *(k for k in os.environ if k.startswith(GIT_CONFIG_PAIRS))]:
+            mp.delenv(key, raising=False)
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         mp.setenv("DLM_GIT_BASE_CACHE", str(tmp_path_factory.mktemp("base-cache")))

@@ -251,5 +251,5 @@ def test_another_adapters_scores_rebound_to_this_commit_fail_the_replay(
     forge_b.write_canonical(METRICS, metrics_of(old))
     forge_b.commit("scores of another adapter, fixed up")
     assert_verified(forge_b.verify("HEAD"))
-    result = forge_b.verify_cli("HEAD", "--level", "replay")
+    result = forge_b.verify_here("HEAD", "--level", "replay")
     assert_caught(result, "eval.replay")

@@ -15,6 +15,9 @@ Specification:
   or segment replay that reproduces the recorded bits keeps that CANNOT_VERIFY (the
   model card differs only in that digest), never MISMATCH.
 - A template name that is not UTF-8, or named templates with no default, is one line.
+
+The builds, tokenizations and replays are the CLI in this process
+(tests/support/verdicts.py); a refusal's one line is the real executable's.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from dlm_git.base.resolve import CHAT_TEMPLATE_DIR, base_identity, tokenizer_digest
 from dlm_git.base.tiny import ensure_tiny_base
 from dlm_git.contract.adapter import base_check
@@ -34,6 +39,7 @@ from tests.support.corpus import make_corpus_doc
 from tests.support.docs import set_training
 from tests.support.env import run
 from tests.support.gitrepo import git, init_repo
+from tests.support.verdicts import CallMain, call_main_in
 
 BODY = """
 # Notes
@@ -54,15 +60,18 @@ TEMPLATE = (
 )
 
 
-def tokenize(repo: Path, **env: str) -> dict[str, object]:
-    proc = cli("tokenize", "doc", "--json", cwd=repo, env=env)
-    assert proc.returncode == 0, proc.stderr
-    summary: dict[str, object] = json.loads(proc.stdout)
-    return summary
+def tokenize(repo: Path, capfd: pytest.CaptureFixture[str]) -> dict[str, object]:
+    """`dlm-git tokenize doc --json` in this process: its summary."""
+    result = call_main_in(repo, capfd)(["tokenize", "doc", "--json"])
+    assert result.code == 0, result.stderr
+    return result.payload
 
 
 def test_an_edited_default_template_misses_the_cache_and_tokenizes_anew(
-    git_repo: Path, base_cache: Path
+    git_repo: Path,
+    base_cache: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     base = git_repo / "mybase"
     shutil.copytree(ensure_tiny_base(), base)
@@ -70,15 +79,16 @@ def test_an_edited_default_template_misses_the_cache_and_tokenizes_anew(
     default.parent.mkdir()
     default.write_text(TEMPLATE.replace("{sep}", "\\n"), "utf-8")
     make_corpus_doc(git_repo, n_files=2, body=BODY, seq_len=64, base="../mybase")
-    first = tokenize(git_repo)
+    first = tokenize(git_repo, capfd)
     assert first["cache"] == {**first["cache"], "misses": 4}  # type: ignore[dict-item]
     default.write_text(TEMPLATE.replace("{sep}", ": "), "utf-8")
-    second = tokenize(git_repo)
+    second = tokenize(git_repo, capfd)
     # the cache is keyed by the tokenizer's digest: another tokenizer, every row again
     assert second["cache"]["misses"] == 4, second  # type: ignore[index]
     assert second["stream_root"] != first["stream_root"]
     # and what the cache now holds is what a cold tokenize of the edited base writes
-    cold = tokenize(git_repo, DLM_GIT_CACHE_DIR=str(git_repo.parent / "fresh-cache"))
+    monkeypatch.setenv("DLM_GIT_CACHE_DIR", str(git_repo.parent / "fresh-cache"))
+    cold = tokenize(git_repo, capfd)
     assert cold["stream_root"] == second["stream_root"]
 
 
@@ -175,13 +185,14 @@ def test_template_names_the_loader_reads_but_dlm_git_cannot_are_one_line(
 
 
 def test_a_replay_of_an_untemplated_record_with_the_same_bits_is_cannot_verify(
-    tmp_path: Path, base_cache: Path
+    tmp_path: Path, base_cache: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Trained on a base with no templates folder; the auditor's base has one whose
     default renders as the config's template: the replayed weights and segments are the
     recorded bits, and the verdict is the hash level's CANNOT_VERIFY, never MISMATCH."""
     base = tmp_path / "base"  # a build of dlm-git's own: no license to accept
-    assert cli("base", "build", "smollm2-135m", "--layers", "1", "--out", base).returncode == 0
+    build = ["base", "build", "smollm2-135m", "--layers", "1", "--out", str(base)]
+    assert call_main_in(tmp_path, capfd)(build).code == 0
     repo = init_repo(tmp_path / "repo")
     assert cli("init", "--doc", "demo", "--no-hooks", cwd=repo).returncode == 0
     doc = repo / "demo" / "demo.dlm"
@@ -195,21 +206,21 @@ def test_a_replay_of_an_untemplated_record_with_the_same_bits_is_cannot_verify(
     config = json.loads((base / "tokenizer_config.json").read_text("utf-8"))
     (base / CHAT_TEMPLATE_DIR).mkdir()
     (base / CHAT_TEMPLATE_DIR / "default.jinja").write_text(config["chat_template"], "utf-8")
+    here = call_main_in(repo, capfd)
     for level, check in (("replay", "replay"), ("segments", "segments.replay")):
-        assert replayed(repo, level, check) == "ok"
+        assert replayed(here, level, check) == "ok"
     # a default that renders otherwise: other tokens, other weights, and still no
     # accusation, since the record cannot say which templates the trainer's base had
     (base / CHAT_TEMPLATE_DIR / "default.jinja").write_text(
         TEMPLATE.replace("{sep}", ": "), "utf-8"
     )
-    assert replayed(repo, "replay", "replay") == "absent"
+    assert replayed(here, "replay", "replay") == "absent"
 
 
-def replayed(repo: Path, level: str, check: str) -> str:
-    """`check`'s state in `verify HEAD --level LEVEL`, whose verdict is CANNOT_VERIFY as
-    the hash level's is (`base.identity` ABSENT)."""
-    proc = cli("verify", "HEAD", "--level", level, "--json", cwd=repo)
-    report = json.loads(proc.stdout)["documents"][0]
+def replayed(here: CallMain, level: str, check: str) -> str:
+    """`check`'s state in `verify HEAD --level LEVEL` (in this process), whose verdict is
+    CANNOT_VERIFY as the hash level's is (`base.identity` ABSENT)."""
+    report = here(["verify", "HEAD", "--level", level, "--json"]).doc
     assert report["verdict"] == "CANNOT_VERIFY", report
     states = {c["name"]: c["state"] for c in report["checks"]}
     assert states["base.identity"] == "absent", report

@@ -7,7 +7,10 @@ document's own `evals/`; `dlm-git init`, `dvc repro`, commit. `verify --level re
 writes every file the commit's `eval.json` names into its replay tree, from the commit's
 blobs, so the re-run evaluation finds the root task as the evaluation did. A task file
 that is a symbolic link is refused alike by `verify --worktree`, the pre-commit hook,
-`verify COMMIT` and `dlm-git eval` itself."""
+`verify COMMIT` and `dlm-git eval` itself.
+
+Replays are the CLI in this process (tests/support/verdicts.py); `dlm-git eval`'s refusal,
+one line on a user's terminal, is the real executable."""
 
 from __future__ import annotations
 
@@ -74,7 +77,7 @@ def test_a_task_at_the_repository_root_is_re_run_to_the_same_bytes(forge: Forge)
     assert tasks[MC_TASK]["data_sha256"].keys() == {ROOT_DATA}
     assert tasks[GEN_TASK]["task_file"] == f"{DOC}/evals/gen.yaml"
     assert_verified(forge.verify("HEAD"))
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.code == 0 and result.verdict == "BITWISE", result.explain()
     assert eval_replay(result)["state"] == "ok", result.explain()
 
@@ -92,7 +95,7 @@ def test_root_task_data_changed_and_rebound_is_caught_by_the_re_run(forge: Forge
     forge.write_canonical(METRICS, metrics_of(record))
     forge.commit("fewer rows, the old scores")
     assert_verified(forge.verify("HEAD"))
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.verdict == "CANNOT_VERIFY", result.explain()
     check = eval_replay(result)
     assert check["state"] == "absent", result.explain()

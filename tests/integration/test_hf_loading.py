@@ -11,6 +11,10 @@ Specification:
   revision null, no README.md) verifies VERIFIED at the hash level, and its replay is
   BITWISE with a note saying the record is the older form of the replayed files; an
   older-form record that is not exactly that form is a MISMATCH, as any other file.
+
+The base's build, the trainings and the replays are the CLI in this process
+(tests/support/verdicts.py); peft loads the adapter in a fresh interpreter of its own, as
+a user's program would.
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import cli
 from tests.support.demo import write_demo
 from tests.support.env import subprocess_env
 from tests.support.forger import Forge
 from tests.support.gitrepo import init_repo
 from tests.support.hub import stand_in
 from tests.support.older import older_form
+from tests.support.verdicts import call_main_in, main_captured
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +52,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A Hugging Face cache holding a 2-layer SmolLM2-135M-shaped build under the registry
     key's repo, answering to the key's pinned revision too (`tests/support/hub.py`)."""
     root = tmp_path_factory.mktemp("hub")
-    args = ("smollm2-135m", "--repo-id", REPO_ID, "--layers", "2", "--hf-cache", root)
-    proc = cli("base", "build", *args)
-    assert proc.returncode == 0, proc.stderr
+    args = ("smollm2-135m", "--repo-id", REPO_ID, "--layers", "2", "--hf-cache", str(root))
+    built = main_captured(root, ["base", "build", *args])
+    assert built.code == 0, built.stderr
     return root, stand_in(root, "smollm2-135m")
 
 
@@ -59,16 +63,22 @@ def files_of(directory: Path) -> dict[str, bytes]:
 
 
 def test_both_spellings_of_a_hub_base_give_one_adapter_that_peft_loads_offline(
-    tmp_path: Path, hub: tuple[Path, str]
+    tmp_path: Path,
+    hub: tuple[Path, str],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cache, pin = hub
     env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    for variable, value in env.items():  # dlm-git reads them when it resolves the base
+        monkeypatch.setenv(variable, value)
     adapters = {}
     for name, spec in (("key", "smollm2-135m"), ("pinned", f"hf:{REPO_ID}@{pin}")):
         repo = init_repo(tmp_path / name)  # one repository each: the documents share an id
         write_demo(repo / name, name=f"{name}.dlm", base_model=spec, **QUICK)
-        proc = cli("train", repo / name, "-q", "--device", "cpu", "--threads", "2", env=env)
-        assert proc.returncode == 0, proc.stderr
+        train = ["train", str(repo / name), "-q", "--device", "cpu", "--threads", "2"]
+        result = call_main_in(repo, capfd)(train)
+        assert result.code == 0, result.stderr
         adapters[name] = repo / name / "adapter"
     key, pinned = files_of(adapters["key"]), files_of(adapters["pinned"])
     assert sorted(key) == ["README.md", "adapter_config.json", "adapter_model.safetensors"]
@@ -107,7 +117,7 @@ def test_a_record_from_before_the_card_verifies_and_replays_bitwise(forge: Forge
     assert result.verdict == "VERIFIED", result.explain()
     assert "2 files" in result.check("adapter.files")["detail"]
 
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.verdict == "BITWISE", result.explain()
     assert result.check("replay")["ok"]
     assert any("before the model card" in n for n in result.doc["notes"]), result.doc
@@ -123,7 +133,7 @@ def test_an_older_form_record_with_another_config_is_a_mismatch(forge: Forge) ->
     older_form(forge, canonical_json(older))
     assert forge.verify("HEAD").verdict == "VERIFIED"
 
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.verdict == "MISMATCH", result.explain()
     assert "adapter_config.json" in result.check("replay")["detail"]
 
@@ -154,6 +164,6 @@ def test_an_edited_card_rebound_in_the_manifest_is_caught_by_replay(forge: Forge
     forge.store_adapter({**files, "README.md": card}, rebind="files")
     forge.commit("rebound card")
     assert forge.verify("HEAD").verdict == "VERIFIED"
-    result = forge.verify_cli("HEAD", "--level", "replay")
+    result = forge.verify_here("HEAD", "--level", "replay")
     assert result.verdict == "MISMATCH", result.explain()
     assert "README.md differ" in result.check("replay")["detail"]

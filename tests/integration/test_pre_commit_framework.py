@@ -1,11 +1,14 @@
 """dlm-git's hooks under the real pre-commit framework (`pre-commit`, PyPI, 4.x).
 
-In a copy of a trained repository (tests/support/verified.py), a
-`.pre-commit-config.yaml` declares the hooks, `pre-commit install` writes the framework's
-own git hooks, and real `git commit` / `git push` run them: a `.dlm` edited without
-retraining is refused, the same edit retrained (`dvc repro`) is accepted, a new
-untrained document goes through with its WARN shown (`verbose: true`), and the push of
-that commit is verified. `dlm-git init` then leaves the framework's hooks alone (no shim
+In a copy of a trained repository whose `.dlm` was edited and retrained by `dvc repro`
+(`retrained_once`: the verified repository of tests/support/verified.py, one retraining
+per run shared by both configurations), a `.pre-commit-config.yaml` declares the hooks,
+`pre-commit install` writes the framework's own git hooks, and real `git commit` / `git
+push` run them: the edited `.dlm` staged without the records its retraining wrote is
+refused (the index is what the hook judges; the framework stashes the unstaged tracked
+records while it runs), the retrained records staged with it are accepted, a new untrained
+document goes through with its WARN shown (`verbose: true`), and the push of that commit
+is verified. `dlm-git init` then leaves the framework's hooks alone (no shim
 of ours: every check would run twice) and says so. Two configurations:
 
 - `local`: the snippet docs/hooks.md tells users to paste (read from the document, so
@@ -32,7 +35,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.env import subprocess_env
+from tests.support.env import run, subprocess_env
+from tests.support.gitrepo import git
+from tests.support.shared import build_once, shared_root
 from tests.support.verified import copy_repo
 
 pytestmark = pytest.mark.slow
@@ -42,6 +47,8 @@ HOOKS_DOC = REPO_ROOT / "docs" / "hooks.md"
 VENV_BIN = Path(sys.executable).parent
 CONSTRAINTS = REPO_ROOT / "requirements" / "constraints.txt"
 DLM = "demo/demo.dlm"
+EDIT = "\nOne more sentence to train on.\n"
+"""Appended to the `.dlm`: the edit the hook refuses alone and accepts retrained."""
 SNAPSHOT = (
     ".pre-commit-hooks.yaml",
     "pyproject.toml",
@@ -58,7 +65,7 @@ def documented_config() -> str:
     blocks = re.findall(r"```yaml\n(.*?)```", HOOKS_DOC.read_text("utf-8"), re.S)
     local = [b for b in blocks if "repo: local" in b]
     assert len(local) == 1, "docs/hooks.md should hold one `repo: local` yaml snippet"
-    return local[0]
+    return str(local[0])
 
 
 def framework_source(tmp_path: Path) -> tuple[Path, str]:
@@ -128,12 +135,30 @@ def ok(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stdout
 
 
+@pytest.fixture(scope="session")
+def retrained_once(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path) -> Path:
+    """The verified repository with `EDIT` appended to its `.dlm` and `dvc repro` run,
+    nothing staged: HEAD's records in the index, the retrained ones in the work tree (the
+    new adapter in the DVC cache). Built once per run (tests/support/shared.py); never
+    modified: each configuration copies it."""
+
+    def build(root: Path) -> None:
+        copy_repo(verified_repo, root)
+        doc = root / DLM
+        doc.write_text(doc.read_text("utf-8") + EDIT, "utf-8")
+        run(["dvc", "repro", "-q"], root)
+        changed = set(git(root, "diff", "--name-only").split())
+        assert {DLM, "demo/manifest.json", "dvc.lock"} <= changed, changed
+
+    return build_once(shared_root(tmp_path_factory), "pre-commit-framework-retrained", build)
+
+
 @pytest.mark.parametrize("config", ["local", "checkout"])
 def test_framework_refuses_a_stale_commit_and_accepts_the_retrained_one(
-    config: str, verified_repo: Path, tmp_path: Path
+    config: str, retrained_once: Path, tmp_path: Path
 ) -> None:
     text = documented_config() if config == "local" else checkout_config(tmp_path)
-    repo = copy_repo(verified_repo, tmp_path / "repo")
+    repo = copy_repo(retrained_once, tmp_path / "repo")
     (repo / ".pre-commit-config.yaml").write_text(text, "utf-8")
 
     def hooked(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -167,11 +192,11 @@ def test_framework_refuses_a_stale_commit_and_accepts_the_retrained_one(
     assert not list(hooks.glob("*.dlm-git-chained")), sorted(hooks.iterdir())
     assert not (hooks / "pre-merge-commit").exists()
 
-    # a .dlm edited without retraining: refused by the framework's run of our hook
+    # the edited .dlm staged without its retrained records: refused by the framework's
+    # run of our hook
     head = ok(sh(repo, tmp_path, "git", "rev-parse", "HEAD"))
-    doc = repo / DLM
-    doc.write_text(doc.read_text("utf-8") + "\nOne more sentence to train on.\n", "utf-8")
     ok(sh(repo, tmp_path, "git", "add", DLM))
+    assert ok(sh(repo, tmp_path, "git", "diff", "--cached", "--name-only")) == f"{DLM}\n"
     proc = hooked("commit", "-q", "-m", "stale")
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0, said
@@ -182,8 +207,8 @@ def test_framework_refuses_a_stale_commit_and_accepts_the_retrained_one(
         home = tmp_path / "pre-commit-home"
         assert list(home.glob("repo*/py_env-*/bin/dlm-git-pre-commit")), sorted(home.iterdir())
 
-    # the same edit, retrained and staged: accepted
-    ok(sh(repo, tmp_path, str(VENV_BIN / "dvc"), "repro", "-q"))
+    # the same edit with the records its retraining wrote (`retrained_once`), staged:
+    # accepted
     ok(sh(repo, tmp_path, "git", "add", "-A"))
     proc = hooked("commit", "-q", "-m", "retrained")
     said = proc.stdout + proc.stderr

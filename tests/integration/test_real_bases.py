@@ -11,6 +11,10 @@ Specification:
 - No pickle is loaded and no code shipped with a base runs: a pickle-only base, a
   custom-code-only architecture or tokenizer is refused in one line; a native
   `model_type` with an `auto_map` trains with the native class.
+
+What a test asserts of a fresh process (a build's or a training's bytes run to run, a
+refusal's one line) runs in one; the other builds, trainings and the replay are the CLI
+in this process (tests/support/verdicts.py).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from tests.support.demo import write_demo
 from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
 from tests.support.hub import stand_in
+from tests.support.verdicts import Result, call_main_in, main_captured
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +56,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("qwen2.5-0.5b", "--layers", "2", "--vocab", "4096"),
         ("pythia-70m", "--layers", "2"),
     ):
-        proc = cli("base", "build", *args, "--hf-cache", root)
-        assert proc.returncode == 0, proc.stderr
+        built = main_captured(root, ["base", "build", *args, "--hf-cache", str(root)])
+        assert built.code == 0, built.stderr
     stand_in(root, "smollm2-135m")  # the key resolves to its pin only
     return root
 
@@ -65,6 +70,12 @@ def snapshot_of(hub: Path, repo_id: str) -> tuple[str, Path]:
 
 def file_bytes(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def train_here(doc_dir: Path, capfd: pytest.CaptureFixture[str], *flags: str) -> Result:
+    """`dlm-git train DOC_DIR -q --device cpu FLAGS` in this process, from its repository."""
+    argv = ["train", str(doc_dir), "-q", "--device", "cpu", *flags]
+    return call_main_in(doc_dir.parent, capfd)(argv)
 
 
 def test_a_build_is_byte_identical_in_fresh_processes_and_in_the_cache_layout(
@@ -134,7 +145,7 @@ def dvc(repo: Path, *args: str, env: dict[str, str] | None = None) -> Any:
 
 
 def test_smollm2_135m_shape_trains_bit_exact_replays_bitwise_and_loads_in_peft(
-    tmp_path: Path, hub: Path
+    tmp_path: Path, hub: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = {"HF_HUB_CACHE": str(hub)}
     _, snap = snapshot_of(hub, "HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -169,9 +180,10 @@ def test_smollm2_135m_shape_trains_bit_exact_replays_bitwise_and_loads_in_peft(
     assert json.loads(proc.stdout)["adapter_sha256"] == first
     assert git(repo, "status", "--porcelain") == ""
 
-    proc = cli("verify", "HEAD", "--level", "replay", "--json", cwd=repo, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = json.loads(proc.stdout)
+    monkeypatch.setenv("HF_HUB_CACHE", env["HF_HUB_CACHE"])  # read when the base resolves
+    replay = call_main_in(repo, capfd)(["verify", "HEAD", "--level", "replay", "--json"])
+    assert replay.code == 0, replay.stdout + replay.stderr
+    report = replay.payload
     assert report["verdict"] == "VERIFIED", report
     checks = {c["name"]: c for c in report["documents"][0]["checks"]}
     assert checks["replay"]["ok"] and "bitwise" in checks["replay"]["detail"], checks
@@ -186,18 +198,21 @@ def test_smollm2_135m_shape_trains_bit_exact_replays_bitwise_and_loads_in_peft(
     assert len(names) == 30 * 7  # every projection of every layer
 
 
-def test_swapping_the_base_reruns_training(tmp_path: Path) -> None:
+def test_swapping_the_base_reruns_training(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     repo = pipeline_repo(tmp_path, "d", "../bases/pythia")
     # the document was rewritten after `init`: init again (as `dvc repro` would hint), before
     # the base is built: the inputs stage lists a local base that is not there yet
     assert cli("init", "--no-hooks", cwd=repo).returncode == 0
-    build = ("base", "build", "pythia-70m", "--out", repo / "bases" / "pythia")
-    assert cli(*build, "--layers", "1").returncode == 0
+    here = call_main_in(repo, capfd)
+    build = ["base", "build", "pythia-70m", "--out", str(repo / "bases" / "pythia")]
+    assert here([*build, "--layers", "1"]).code == 0
     proc = dvc(repo, "repro")
     assert proc.returncode == 0, proc.stdout
     assert not (repo / "bases" / "tiny").exists()
     assert dvc(repo, "repro").stdout.count("didn't change, skipping") >= 2  # train, verify
-    assert cli(*build, "--layers", "2").returncode == 0  # another base, same path
+    assert here([*build, "--layers", "2"]).code == 0  # another base, same path
     proc = dvc(repo, "repro")
     assert "Running stage 'train@d'" in proc.stdout, proc.stdout
     assert proc.returncode != 0 and "base_model_sha256" in proc.stdout  # the lock refuses
@@ -219,14 +234,20 @@ def test_swapping_the_base_reruns_training(tmp_path: Path) -> None:
     ],
 )
 def test_each_family_trains_on_its_own_module_names(
-    tmp_path: Path, hub: Path, repo_id: str, targets: list[str], template: str
+    tmp_path: Path,
+    hub: Path,
+    repo_id: str,
+    targets: list[str],
+    template: str,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     revision, snap = snapshot_of(hub, repo_id)
     doc_dir = init_repo(tmp_path / "repo") / "d"
     write_demo(doc_dir, base_model=f"hf:{repo_id}@{revision}", **QUICK)
-    env = {"HF_HUB_CACHE": str(hub)}
-    proc = cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license", env=env)
-    assert proc.returncode == 0, proc.stderr
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))  # read when the base resolves
+    trained = train_here(doc_dir, capfd, "--accept-license")
+    assert trained.code == 0, trained.stderr
     config = json.loads((doc_dir / "adapter" / "adapter_config.json").read_text("utf-8"))
     assert config["target_modules"] == targets
     manifest = json.loads((doc_dir / "manifest.json").read_text("utf-8"))
@@ -308,7 +329,9 @@ def test_a_tokenizer_only_custom_code_provides_is_refused(tmp_path: Path) -> Non
     assert not marker.exists()
 
 
-def test_a_native_model_type_trains_natively_despite_an_auto_map(tmp_path: Path) -> None:
+def test_a_native_model_type_trains_natively_despite_an_auto_map(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     base = tiny_copy(tmp_path)
     marker = tmp_path / MARKER
     _ship_code(base, marker)
@@ -317,8 +340,8 @@ def test_a_native_model_type_trains_natively_despite_an_auto_map(tmp_path: Path)
     (base / "config.json").write_text(json.dumps(config), "utf-8")
     doc_dir = tmp_path / "repo" / "d"
     write_demo(doc_dir, base_model="../base", **QUICK)
-    proc = cli("train", doc_dir, "-q", "--device", "cpu", "--accept-license")
-    assert proc.returncode == 0, proc.stderr
+    trained = train_here(doc_dir, capfd, "--accept-license")  # shipped code would run here
+    assert trained.code == 0, trained.stderr
     assert not marker.exists()
 
 
@@ -326,16 +349,16 @@ def test_a_native_model_type_trains_natively_despite_an_auto_map(tmp_path: Path)
 
 
 def test_gradient_checkpointing_is_recorded_and_gives_the_same_bits_on_cpu(
-    tmp_path: Path,
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     shas = {}
     for on in (False, True):
         doc_dir = init_repo(tmp_path / f"repo-{on}") / "d"
         extra = {"gradient_checkpointing": "true"} if on else {}
         write_demo(doc_dir, base_model="builtin:tiny", **QUICK, **extra)
-        proc = cli("train", doc_dir, "-q", "--device", "cpu", "--json")
-        assert proc.returncode == 0, proc.stderr
-        out = json.loads(proc.stdout)
+        trained = train_here(doc_dir, capfd, "--json")
+        assert trained.code == 0, trained.stderr
+        out = trained.payload
         shas[on] = out["adapter_sha256"]
         flags = out["lock"]["determinism_flags"]
         manifest = json.loads((doc_dir / "manifest.json").read_text("utf-8"))

@@ -4,7 +4,8 @@ A moto S3 server on 127.0.0.1 (tests/support/s3.py) stands in for the bucket; DV
 to it through dvc-s3 exactly as to AWS. The trainer's repository pushes; a fresh clone
 elsewhere (its own DVC cache, the remote config inherited from `.dvc/config`) pulls and
 verifies at the hash and the replay level; an object tampered with on the remote is
-caught.
+caught. Commands are subprocesses, the environment the remote needs on top, except the
+replay, which trains in this process (tests/support/verdicts.py) after the pull.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from tests.support.env import subprocess_env
 from tests.support.gitrepo import git, init_repo
 from tests.support.s3 import S3Server, s3_server
+from tests.support.verdicts import call_main_in
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +75,13 @@ def clone(trainer: Path, dest: Path) -> Path:
     return dest
 
 
-def test_an_auditor_pulls_from_s3_and_verifies(trainer: Path, s3: S3Server, tmp_path: Path) -> None:
+def test_an_auditor_pulls_from_s3_and_verifies(
+    trainer: Path,
+    s3: S3Server,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert any(k.startswith("store/files/md5/") for k in s3.keys("store/")), s3.keys()
     auditor = clone(trainer, tmp_path / "auditor")
     before = verify(auditor, s3)
@@ -81,8 +89,11 @@ def test_an_auditor_pulls_from_s3_and_verifies(trainer: Path, s3: S3Server, tmp_
     ok(dvc(auditor, s3, "pull"))
     after = verify(auditor, s3)
     assert after["verdict"] == "VERIFIED", after
-    replay = verify(auditor, s3, "--level", "replay")
-    assert replay["verdict"] == "BITWISE", replay
+    # the replay trains: in this process (tests/support/verdicts.py), the same environment
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    replay = call_main_in(auditor, capfd)(["verify", "HEAD", "--json", "--level", "replay"])
+    assert replay.verdict == "BITWISE", replay.explain()
 
 
 def test_an_object_tampered_with_on_the_remote_is_caught(

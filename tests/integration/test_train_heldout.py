@@ -9,6 +9,10 @@
 - A bad fraction in the frontmatter is one line naming the file and the key.
 - Off (the default), nothing is recorded: the golden adapter and older records keep
   their bytes (tests/integration/test_determinism_golden.py).
+
+The trainings, evaluation and replay are the CLI in this process
+(tests/support/verdicts.py); the refusals (a changed fraction, a bad one), whose exit and
+stderr are what a user sees, are the real executable.
 """
 
 from __future__ import annotations
@@ -25,13 +29,20 @@ from dlm_git.train.heldout import is_held_out
 from dlm_git.train.rows import section_rows, source_rows
 from tests.support.env import run
 from tests.support.gitrepo import git
-from tests.support.verdicts import assert_verified
+from tests.support.verdicts import Result, assert_verified
 from tests.support.verified import DOC, EXTRA_QA, TRAIN_STAGE
 
 pytestmark = pytest.mark.slow
 
-TRAIN = ("dlm-git", "train", DOC, "--tiny-dir", "bases/tiny", "--device", "cpu", "--threads", "2")
+TRAIN = ("train", DOC, "--tiny-dir", "bases/tiny", "--device", "cpu", "--threads", "2")
 DLM = f"{DOC}/{DOC}.dlm"
+
+
+def train(forge: Any, *flags: str) -> Result:
+    """`dlm-git train` of the document in this process; exit 0 or the test fails."""
+    result: Result = forge._call_main([*TRAIN, "-q", *flags])
+    assert result.code == 0, result.stderr
+    return result
 
 
 def split_holding_out_the_extra_pair(forge: Any) -> tuple[int, float]:
@@ -58,13 +69,13 @@ def test_a_split_trains_without_its_held_out_rows_and_replays_bitwise(forge: Any
     lock_before = forge.read(f"{DOC}/dlm.lock")
     set_params(forge, {"seed": seed, "val_fraction": fraction})
 
-    refused = run([*TRAIN, "-q"], forge.root, check=False)
+    refused = run(["dlm-git", *TRAIN, "-q"], forge.root, check=False)  # what a user sees
     assert refused.returncode == 1, refused.stderr
     assert "ERROR val_fraction changed: None -> " in refused.stderr, refused.stderr
     assert "--update-lock" in refused.stderr and "Traceback" not in refused.stderr
     assert forge.read(f"{DOC}/dlm.lock") == lock_before
 
-    run([*TRAIN, "-q", "--update-lock"], forge.root)
+    train(forge, "--update-lock")
     manifest, lock = forge.manifest(), forge.lock()
     assert manifest["training_config"]["val_fraction"] == fraction
     assert lock["val_fraction"] == fraction
@@ -72,12 +83,13 @@ def test_a_split_trains_without_its_held_out_rows_and_replays_bitwise(forge: Any
     split_root = manifest["adapter"]["tensor_root"]
 
     # the adapter changed: its eval record is made again (`eval.binding` refuses a stale one)
-    run(["dlm-git", "eval", DOC, "--tiny-dir", "bases/tiny"], forge.root)
+    evaluated = forge._call_main(["eval", DOC, "--tiny-dir", "bases/tiny"])
+    assert evaluated.code == 0, evaluated.stderr
     run(["dvc", "commit", "-f", "-q", TRAIN_STAGE], forge.root)
     git(forge.root, "add", "-A")
     git(forge.root, "commit", "-q", "--no-verify", "-m", "held-out split")
     assert_verified(forge.verify("HEAD"))
-    replay = forge.verify_cli("HEAD", "--level", "replay")
+    replay = forge.verify_here("HEAD", "--level", "replay")
     assert replay.code == 0 and replay.verdict == "BITWISE", replay.explain()
 
     # the same training without the split, on the document without the held-out pair
@@ -85,13 +97,13 @@ def test_a_split_trains_without_its_held_out_rows_and_replays_bitwise(forge: Any
     assert EXTRA_QA in text
     forge.write(DLM, text.replace(EXTRA_QA, "").encode())
     set_params(forge, {"seed": seed})
-    run([*TRAIN, "-q", "--update-lock"], forge.root)
+    train(forge, "--update-lock")
     assert "val_fraction" not in forge.lock()
     assert "val_fraction" not in forge.manifest()["training_config"]
     assert forge.manifest()["adapter"]["tensor_root"] == split_root
     # ... and trained on the held-out pair, the adapter is another
     forge.write(DLM, text.encode())
-    run([*TRAIN, "-q"], forge.root)
+    train(forge)
     assert forge.manifest()["adapter"]["tensor_root"] != split_root
 
 
@@ -105,7 +117,7 @@ def test_a_bad_fraction_is_one_line(forge: Any, value: str, problem: str) -> Non
     )
     forge.write(DLM, text.encode())
     lock_before = forge.read(f"{DOC}/dlm.lock")
-    proc = run([*TRAIN, "-q"], forge.root, check=False)
+    proc = run(["dlm-git", *TRAIN, "-q"], forge.root, check=False)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 1 and len(lines) == 1, proc.stderr
     assert f"{DLM}:" in lines[0] and "training.val_fraction" in lines[0], lines

@@ -5,6 +5,10 @@
 directory's `.gitignore`, never `adapter/` (a weight file), `segments/`, `tokens/` or
 `run.json`. The lines are DVC's own form, so a later `dvc repro` of the document adds
 none of its own; outputs git already ignores get no line.
+
+The trainings by hand and the replay are the CLI in this process (tests/support/verdicts.py:
+no fresh interpreter importing torch for each); a refusal, whose exit and one stderr line
+are what a user sees, and the hash-level verdict line are the real executable.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pytest
 from tests.support.demo import write_fast_demo
 from tests.support.env import run
 from tests.support.gitrepo import git, init_repo
+from tests.support.verdicts import main_captured
 from tests.support.verified import copy_repo
 
 pytestmark = pytest.mark.slow
@@ -35,8 +40,11 @@ def outputs_in(paths: list[str]) -> list[str]:
 
 
 def train(repo: Path, *flags: str) -> str:
-    """`dlm-git train demo` by hand in `repo`; its stderr."""
-    return run(["dlm-git", "train", DOC, "-q", "--device", "cpu", *flags], repo).stderr
+    """`dlm-git train demo` by hand in `repo` (in this process), which must succeed; its
+    stderr."""
+    result = main_captured(repo, ["train", DOC, "-q", "--device", "cpu", *flags])
+    assert result.code == 0, result.stdout + result.stderr
+    return result.stderr
 
 
 @pytest.fixture
@@ -153,9 +161,11 @@ def test_a_document_trained_outside_dvc_verifies_as_cannot_verify_never_failed(
     plain_repo, _ = trained_by_hand
     git(plain_repo, "add", "-A")
     git(plain_repo, "commit", "-q", "-m", "trained by hand")
-    for level in ("hash", "replay"):  # a replay has the adapter's bytes: dvc.binding runs
-        cmd = ["dlm-git", "verify", "HEAD", "--doc", DOC, "--level", level]
-        proc = run(cmd, plain_repo, check=False)
-        verdict = proc.stdout.strip().splitlines()[-1].split()
-        assert verdict[1:] == ["verdict", "CANNOT_VERIFY"], proc.stdout + proc.stderr
-        assert "FAILED" not in proc.stdout, proc.stdout
+    cmd = ["dlm-git", "verify", "HEAD", "--doc", DOC, "--level", "hash"]
+    proc = run(cmd, plain_repo, check=False)
+    replay = main_captured(plain_repo, ["verify", "HEAD", "--doc", DOC, "--level", "replay"])
+    # a replay has the adapter's bytes: dvc.binding runs
+    for out, err in ((proc.stdout, proc.stderr), (replay.stdout, replay.stderr)):
+        verdict = out.strip().splitlines()[-1].split()
+        assert verdict[1:] == ["verdict", "CANNOT_VERIFY"], out + err
+        assert "FAILED" not in out, out

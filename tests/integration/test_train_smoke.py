@@ -4,7 +4,9 @@ The limit is recorded (the manifest's effective config, `determinism_flags.max_s
 the lock), so the smoke adapter is its own identity, and `verify --level replay` and
 `--level segments` of a committed smoke run train with the same N and find the recorded
 bits. The run is done the way a user in a DVC project does it: by hand, then
-`dvc commit` (what the pre-commit hook names), then `git commit`.
+`dvc commit` (what the pre-commit hook names), then `git commit`. The runs are the CLI in
+this process (tests/support/verdicts.py); misuse, whose exit and stderr are what a user
+sees, is the real executable.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ import pytest
 from tests.support.env import run
 from tests.support.forger import Forge
 from tests.support.gitrepo import git
-from tests.support.verdicts import call_main_in
+from tests.support.verdicts import call_main_in, main_captured
 from tests.support.verified import DOC, TRAIN_STAGE, copy_repo
 
 pytestmark = pytest.mark.slow
 
-TRAIN = ("dlm-git", "train", DOC, "--tiny-dir", "bases/tiny", "--device", "cpu", "--threads", "2")
+TRAIN = ("train", DOC, "--tiny-dir", "bases/tiny", "--device", "cpu", "--threads", "2")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,9 @@ def smoke_once(tmp_path_factory: pytest.TempPathFactory, verified_repo: Path) ->
     """The verified repository after `train --max-steps 1` by hand (not committed), and
     that run's stderr: one smoke training for this module. Never modified: `smoked` copies."""
     root = copy_repo(verified_repo, tmp_path_factory.mktemp("smoke") / "repo")
-    return root, run([*TRAIN, "--max-steps", "1", "-q"], root).stderr
+    smoke = main_captured(root, [*TRAIN, "--max-steps", "1", "-q"])
+    assert smoke.code == 0, smoke.stderr
+    return root, smoke.stderr
 
 
 @pytest.fixture
@@ -58,14 +62,15 @@ def test_a_smoke_run_is_recorded_and_replays_bitwise(
     assert manifest["adapter"]["tensor_root"] != before["adapter"]["tensor_root"]
 
     # the adapter changed: its eval record is made again (`eval.binding` refuses a stale one)
-    run(["dlm-git", "eval", DOC, "--tiny-dir", "bases/tiny"], forge.root)
+    evaluated = forge._call_main(["eval", DOC, "--tiny-dir", "bases/tiny"])
+    assert evaluated.code == 0, evaluated.stderr
     run(["dvc", "commit", "-f", "-q", TRAIN_STAGE], forge.root)
     git(forge.root, "add", "-A")
     git(forge.root, "commit", "-q", "--no-verify", "-m", "smoke run")
     assert forge.verify("HEAD").verdict == "VERIFIED"
-    replay = forge.verify_cli("HEAD", "--level", "replay")
+    replay = forge.verify_here("HEAD", "--level", "replay")
     assert replay.code == 0 and replay.verdict == "BITWISE", replay.explain()
-    segments = forge.verify_cli("HEAD", "--level", "segments")
+    segments = forge.verify_here("HEAD", "--level", "segments")
     assert segments.code == 0 and segments.verdict == "SEGMENTS_BITWISE", segments.explain()
     assert "bit equality not expected" not in segments.stdout, segments.explain()
 
@@ -80,7 +85,8 @@ def test_a_full_run_after_a_smoke_run_drops_the_limit(
         "tensor_root"
     ]
     assert forge.lock()["determinism_flags"]["max_steps"] == 1
-    run([*TRAIN, "-q"], forge.root)
+    full_run = forge._call_main([*TRAIN, "-q"])
+    assert full_run.code == 0, full_run.stderr
     assert "max_steps" not in forge.lock()["determinism_flags"]
     assert forge.manifest()["adapter"]["tensor_root"] == full
 
@@ -88,7 +94,7 @@ def test_a_full_run_after_a_smoke_run_drops_the_limit(
 @pytest.mark.parametrize("value", ["0", "-3", str((1 << 20) + 1), "x"])
 def test_a_bad_max_steps_is_misuse(forge: Any, value: str) -> None:
     lock_before = forge.read(f"{DOC}/dlm.lock")
-    proc = run([*TRAIN, "--max-steps", value], forge.root, check=False)
+    proc = run(["dlm-git", *TRAIN, "--max-steps", value], forge.root, check=False)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert "Traceback" not in proc.stderr

@@ -65,11 +65,13 @@ def test_base_model_error_names_file_line_col(
 
 
 @pytest.mark.slow
-def test_pre_push_says_where_it_looked_for_a_missing_hub_base(tmp_path: Path) -> None:
+def test_pre_push_says_where_it_looked_for_a_missing_hub_base(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
     hub = tmp_path / "hub"
-    built = dlm_git(tmp_path, "base", "build", "pythia-70m", "--layers", "2", "--hf-cache", hub)
-    spec = built.stdout.split(": ")[-1].strip()
-    assert built.code == 0 and spec.startswith("hf:dlm-git-random/pythia-70m-L2@"), built
+    code, out, err = run_cli("base", "build", "pythia-70m", "--layers", "2", "--hf-cache", hub)
+    spec = out.split(": ")[-1].strip()
+    assert code == 0 and spec.startswith("hf:dlm-git-random/pythia-70m-L2@"), (out, err)
     repo = init_repo(tmp_path / "repo")
     dlm_git(repo, "init", "--doc", "notes", check=True)
     dlm = repo / "notes" / "notes.dlm"

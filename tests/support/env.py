@@ -51,7 +51,9 @@ DROPPED = (
     "GIT_CONFIG_PARAMETERS",
     "GIT_CONFIG_COUNT",
 )
-"""Variables of the calling process never passed on (with `GIT_CONFIG_KEY_*`/`VALUE_*`)."""
+"""Variables of the calling process never passed on (with `GIT_CONFIG_PAIRS`)."""
+GIT_CONFIG_PAIRS = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+"""Prefixes of the `git -c` settings a calling process passes its children, never passed on."""
 
 
 @functools.cache
@@ -89,7 +91,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in DROPPED and not key.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+        if key not in DROPPED and not key.startswith(GIT_CONFIG_PAIRS)
     }
     env.update(isolation())
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"

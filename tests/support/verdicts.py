@@ -1,17 +1,27 @@
 """What `dlm-git verify --json` said, read as a test reads it: the exit code, the verdict,
 the checks in order and the first that failed.
 
-`call_main_in` runs the CLI in-process (fast; its output captured by pytest's `capfd`),
-`verify_cli` as the real executable in the isolated environment (for the replay levels,
-which train in child processes). Both give a `Result`; `assert_caught` and
-`assert_verified` are the two outcomes a forgery test expects.
+`call_main_in` runs the CLI in this process (its output captured by pytest's `capfd`),
+`main_captured` the same for a fixture wider than one test (no `capfd` there: it captures
+`sys.stdout`/`sys.stderr`, where dlm-git's own lines go, not other processes' output or a
+library's log handler bound to the stream of its import), and
+`verify_cli` the real executable in the isolated environment. In this process the
+session's CPU profile is active (tests/conftest.py), so `train`, `eval` and the replay
+levels run here as for a user, without a fresh interpreter importing torch, transformers
+and peft again (~4 s a process); a process of its own is for what a test asserts of one
+(another numerics profile, a bound on time, the process's own output and exit). Each
+gives a `Result`; `assert_caught` and `assert_verified` are the two outcomes a forgery
+test expects.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,23 +80,46 @@ class Result:
 CallMain = Callable[[list[str]], Result]
 
 
+@contextlib.contextmanager
+def _working_in(root: Path) -> Iterator[None]:
+    old = Path.cwd()
+    os.chdir(root)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def call_main_in(root: Path, capfd: Any) -> CallMain:
     """A runner for `dlm_git.cli.main` with cwd = `root`, output captured by `capfd`."""
 
     def call(argv: list[str]) -> Result:
         from dlm_git.cli import main
 
-        old = Path.cwd()
         capfd.readouterr()
-        os.chdir(root)
-        try:
+        with _working_in(root):
             code = main(argv)
-        finally:
-            os.chdir(old)
         out, err = capfd.readouterr()
         return Result(code, out, err)
 
     return call
+
+
+def main_captured(root: Path, argv: list[str]) -> Result:
+    """`dlm_git.cli.main(argv)` with cwd = `root`, what it writes to `sys.stdout` and
+    `sys.stderr` captured (every line dlm-git prints: dlm_git/output.py): for a fixture
+    wider than one test, where pytest has no `capfd` to give."""
+    from dlm_git.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with _working_in(root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    except BaseException:  # what it said before it raised, for the failing test's report
+        sys.stdout.write(out.getvalue())
+        sys.stderr.write(err.getvalue())
+        raise
+    return Result(code, out.getvalue(), err.getvalue())
 
 
 def verify_cli(root: Path, *args: str, timeout: float = 600) -> Result:
