@@ -192,7 +192,7 @@ def test_never_modifies_worktree_or_index(forge: Any) -> None:
 
     assert_verified(forge.verify("HEAD"))
     assert _state(forge.root) == before
-    replay = forge.verify_cli("HEAD", "--level", "replay")
+    replay = forge.verify_here("HEAD", "--level", "replay")
     assert replay.code == 0 and replay.verdict == "BITWISE", replay.explain()
     assert _state(forge.root) == before
 
