@@ -57,7 +57,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from _timing import alternate, bench_root, child_cpu, load, medians, timed, verdict
@@ -104,16 +103,6 @@ def run(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
     return proc
 
 
-@contextlib.contextmanager
-def chdir(path: Path) -> Iterator[None]:
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def stage_commands(doc: str) -> list[list[str]]:
     """The pipeline's tokenize, train, eval and verify commands for `doc`, as `dvc repro`
     runs them (from the stage templates, `${item}` and `${pipeline.*}` substituted)."""
@@ -137,7 +126,7 @@ def train_docs(repo: Path, docs: list[str]) -> None:
     from dlm_git.cli import main
 
     def call(argv: list[str]) -> None:
-        with chdir(repo), contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.chdir(repo), contextlib.redirect_stdout(io.StringIO()):
             code = main(argv)
         if code != 0:
             raise SystemExit(f"dlm-git {' '.join(argv)} failed ({code})")

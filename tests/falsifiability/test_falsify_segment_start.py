@@ -103,33 +103,35 @@ def _train_on_from(forge: Any, start: Boundary, ends: list[int]) -> list[Boundar
     return out
 
 
-def test_a_forged_start_trained_on_honestly_is_caught_whatever_the_sample(forge: Any) -> None:
-    """Boundary 0 with one LoRA A weight moved, every later boundary trained honestly from
-    it, the adapter the last boundary's, chain and manifest re-recorded: the hash level
-    and every segment replay pass; the start does not (one segment sampled)."""
+def _store_adapter_of(forge: Any, boundary: Boundary) -> None:
+    """The committed adapter's weights made `boundary`'s parameters, re-bound everywhere
+    (manifest, `.dir`, `dvc.lock`): the adapter a training ending there would save."""
     from safetensors.numpy import load
 
     from dlm_git.train.segments import adapter_name
 
+    adapter = forge.adapter_files()
+    weights = adapter[WEIGHTS]
+    for key, values in load(boundary[2]).items():
+        if key.startswith("param/"):
+
+            def put(a: Any, values: Any = values) -> None:
+                a[...] = values.reshape(a.shape)
+
+            weights = patch_tensor(weights, adapter_name(key.removeprefix("param/")), put)
+    forge.store_adapter({**adapter, WEIGHTS: weights}, rebind="all")
+
+
+def test_a_forged_start_trained_on_honestly_is_caught_whatever_the_sample(forge: Any) -> None:
+    """Boundary 0 with one LoRA A weight moved, every later boundary trained honestly from
+    it, the adapter the last boundary's, chain and manifest re-recorded: the hash level
+    and every segment replay pass; the start does not (one segment sampled)."""
     boundaries = _boundaries(forge)
     step0, data0, blob0 = boundaries[0]
     moved = next(n for n in tensor_names(blob0) if n.startswith("param/") and "lora_A" in n)
     start = (step0, data0, patch_tensor(blob0, moved, nudge))
     forged = _train_on_from(forge, start, [s for s, _, _ in boundaries[1:]])
-    final = {
-        adapter_name(k.removeprefix("param/")): v
-        for k, v in load(forged[-1][2]).items()
-        if k.startswith("param/")
-    }
-    adapter = forge.adapter_files()
-    weights = adapter[WEIGHTS]
-    for name, value in final.items():
-
-        def put(a: Any, value: Any = value) -> None:
-            a[...] = value
-
-        weights = patch_tensor(weights, name, put)
-    forge.store_adapter({**adapter, WEIGHTS: weights}, rebind="all")
+    _store_adapter_of(forge, forged[-1])
     _store_chain(forge, forged, forge.manifest())
     forge.commit("a forged start, trained on honestly")
 
@@ -223,26 +225,8 @@ def test_a_training_stopped_early_fails_the_chain(forge: Any) -> None:
     """The last boundary dropped, the adapter made the one before it (re-bound everywhere),
     the chain re-recorded: every segment left replays honestly, but the chain ends before
     the step the document trains to (on 96a5324: SEGMENTS_BITWISE with every segment)."""
-    from safetensors.numpy import load
-
-    from dlm_git.train.segments import adapter_name
-
     boundaries = _boundaries(forge)[:-1]
-    final = {
-        adapter_name(k.removeprefix("param/")): v
-        for k, v in load(boundaries[-1][2]).items()
-        if k.startswith("param/")
-    }
-    adapter = forge.adapter_files()
-    blob = adapter[WEIGHTS]
-    for name, values in final.items():
-
-        def put(a: Any, values: Any = values) -> None:
-            a[...] = values.reshape(a.shape)
-
-        blob = patch_tensor(blob, name, put)
-    adapter[WEIGHTS] = blob
-    forge.store_adapter(adapter, rebind="all")
+    _store_adapter_of(forge, boundaries[-1])
     _store_chain(forge, boundaries, forge.manifest())
     forge.commit("a training stopped one segment early")
     assert_verified(forge.verify("HEAD"))

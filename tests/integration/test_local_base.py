@@ -7,6 +7,7 @@ same place, and a license that needs accepting is accepted by the auditor's own 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -48,19 +49,13 @@ def test_a_local_base_verifies_and_replays(local_base_repo: Path, run_cli: Any) 
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "trained on a local base")
 
-    import os
-
-    old = Path.cwd()
-    os.chdir(repo)
-    try:
+    with contextlib.chdir(repo):
         code, out, _ = run_cli("verify", "HEAD", "--level", "replay", "--json")
         replay = {c["name"]: c for c in json.loads(out)["documents"][0]["checks"]}["replay"]
         assert not replay["ok"] and "--accept-license" in replay["detail"], replay
         code, out, err = run_cli(
             "verify", "HEAD", "--level", "replay", "--accept-license", "--json"
         )
-    finally:
-        os.chdir(old)
     doc = json.loads(out)["documents"][0]
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["replay"]["ok"] and "bitwise identical" in checks["replay"]["detail"], doc
@@ -80,11 +75,8 @@ def test_a_local_base_verifies_and_replays(local_base_repo: Path, run_cli: Any) 
     manifest["lock_sha256"] = sha256_bytes(lock_bytes)
     forge.write_canonical("d/manifest.json", manifest)
     forge.commit("a revision no local base has")
-    os.chdir(repo)
-    try:
+    with contextlib.chdir(repo):
         code, out, _ = run_cli("verify", "HEAD", "--json")
-    finally:
-        os.chdir(old)
     doc = json.loads(out)["documents"][0]
     failed = [c for c in doc["checks"] if c["state"] == "failed"]
     assert code == 1 and [c["name"] for c in failed] == ["doc.base_model"], doc

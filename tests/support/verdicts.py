@@ -19,9 +19,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,16 +79,6 @@ class Result:
 CallMain = Callable[[list[str]], Result]
 
 
-@contextlib.contextmanager
-def _working_in(root: Path) -> Iterator[None]:
-    old = Path.cwd()
-    os.chdir(root)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def call_main_in(root: Path, capfd: Any) -> CallMain:
     """A runner for `dlm_git.cli.main` with cwd = `root`, output captured by `capfd`."""
 
@@ -97,7 +86,7 @@ def call_main_in(root: Path, capfd: Any) -> CallMain:
         from dlm_git.cli import main
 
         capfd.readouterr()
-        with _working_in(root):
+        with contextlib.chdir(root):
             code = main(argv)
         out, err = capfd.readouterr()
         return Result(code, out, err)
@@ -113,7 +102,11 @@ def main_captured(root: Path, argv: list[str]) -> Result:
 
     out, err = io.StringIO(), io.StringIO()
     try:
-        with _working_in(root), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            contextlib.chdir(root),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             code = main(argv)
     except BaseException:  # what it said before it raised, for the failing test's report
         sys.stdout.write(out.getvalue())
